@@ -1,0 +1,1 @@
+//! renderpool-operator: reconciles `RenderPool` resources into render and Gotenberg pools.

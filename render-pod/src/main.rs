@@ -1,0 +1,3 @@
+fn main() {
+    println!("render-pod {}", env!("CARGO_PKG_VERSION"));
+}

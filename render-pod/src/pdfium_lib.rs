@@ -1,0 +1,46 @@
+//! Locating and binding `libpdfium.so`.
+
+use std::path::PathBuf;
+
+use pdfium_render::prelude::{Pdfium, PdfiumError};
+
+/// Environment variable that names the `libpdfium.so` to load.
+pub const PDFIUM_LIB_PATH_ENV: &str = "PDFIUM_LIB_PATH";
+/// The pypdfium2 release whose wheel `scripts/fetch-pdfium.sh` unpacks (PDFium build 8149).
+pub const PYPDFIUM2_VERSION: &str = "5.15.2";
+
+/// Failure to find or load PDFium.
+#[derive(Debug, thiserror::Error)]
+pub enum PdfiumLoadError {
+    /// The library file is missing; the message says how to fetch it.
+    #[error(
+        "libpdfium.so not found at {0} (set {PDFIUM_LIB_PATH_ENV} or run scripts/fetch-pdfium.sh)"
+    )]
+    Missing(PathBuf),
+    /// The file exists but could not be loaded as PDFium.
+    #[error("cannot load PDFium from {path}: {source}")]
+    Bind { path: PathBuf, source: PdfiumError },
+}
+
+/// The library path: `$PDFIUM_LIB_PATH`, else the fetch script's cache under `$HOME/.cache`.
+pub fn library_path() -> PathBuf {
+    if let Some(path) = std::env::var_os(PDFIUM_LIB_PATH_ENV) {
+        return PathBuf::from(path);
+    }
+    let cache = std::env::var_os("RENDERPOOL_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+        home.join(".cache/renderpool")
+    });
+    cache.join(format!("pdfium/pypdfium2-{PYPDFIUM2_VERSION}/libpdfium.so"))
+}
+
+/// Loads PDFium from [`library_path`]. Call once per process: PDFium is not thread-safe.
+pub fn bind() -> Result<Pdfium, PdfiumLoadError> {
+    let path = library_path();
+    if !path.is_file() {
+        return Err(PdfiumLoadError::Missing(path));
+    }
+    let bindings = Pdfium::bind_to_library(&path)
+        .map_err(|source| PdfiumLoadError::Bind { path: path.clone(), source })?;
+    Ok(Pdfium::new(bindings))
+}

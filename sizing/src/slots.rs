@@ -1,0 +1,201 @@
+//! The slot formula: one PDFium worker process per slot, bounded by CPU and memory.
+
+use crate::MIB;
+
+/// Memory a slot may use unless the spec or the command line says otherwise.
+pub const DEFAULT_MEMORY_PER_SLOT: u64 = 512 * MIB;
+/// Memory kept for the supervisor (HTTP front, queue, buffers) before slots are counted.
+pub const DEFAULT_SUPERVISOR_OVERHEAD: u64 = 128 * MIB;
+
+/// Resource limits of one render pod, already resolved (an unlimited cgroup means the host's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// CPU limit in millicores.
+    pub cpu_millis: u64,
+    /// Memory limit in bytes.
+    pub memory_bytes: u64,
+}
+
+/// How slots are carved out of the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotPolicy {
+    /// Memory budget of one worker process; also its recycle threshold.
+    pub memory_per_slot: u64,
+    /// Memory set aside for the supervisor.
+    pub supervisor_overhead: u64,
+    /// An explicit slot count that replaces the derived one.
+    pub override_slots: Option<u32>,
+}
+
+impl Default for SlotPolicy {
+    fn default() -> Self {
+        Self {
+            memory_per_slot: DEFAULT_MEMORY_PER_SLOT,
+            supervisor_overhead: DEFAULT_SUPERVISOR_OVERHEAD,
+            override_slots: None,
+        }
+    }
+}
+
+/// The derived slot count and the figures it came from, for logs, metrics and status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotPlan {
+    /// Worker processes to run.
+    pub slots: u32,
+    /// Slots the CPU limit allows: whole cores, at least one.
+    pub cpu_slots: u32,
+    /// Slots the memory limit allows after the supervisor's share.
+    pub memory_slots: u32,
+    /// True when an explicit override set `slots`.
+    pub overridden: bool,
+    /// One sentence a person can read: which limit decided, or that an override did.
+    pub reason: String,
+}
+
+/// Why no slot plan could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizingError {
+    /// The memory limit cannot hold the supervisor plus one slot.
+    #[error(
+        "memory limit {limit_mib} MiB cannot hold one slot: needs at least {needed_mib} MiB \
+         ({overhead_mib} MiB supervisor + {per_slot_mib} MiB per slot)"
+    )]
+    MemoryTooSmall { limit_mib: u64, needed_mib: u64, overhead_mib: u64, per_slot_mib: u64 },
+    /// A zero memory-per-slot or a zero override makes no sense.
+    #[error("{0} must be greater than zero")]
+    Zero(&'static str),
+}
+
+/// Derives the slot count: `max(1, min(floor(cpu), floor((mem - overhead) / per_slot)))`.
+///
+/// CPU rounds down like Go's automaxprocs and Rust's `available_parallelism`, so 1.5 cores give
+/// one slot. An override is honoured even above the derived figure (the operator may know its
+/// documents are small), but never when memory cannot hold a single slot.
+pub fn plan_slots(limits: Limits, policy: SlotPolicy) -> Result<SlotPlan, SizingError> {
+    if policy.memory_per_slot == 0 {
+        return Err(SizingError::Zero("memory per slot"));
+    }
+    if policy.override_slots == Some(0) {
+        return Err(SizingError::Zero("slot override"));
+    }
+    let needed = policy.supervisor_overhead + policy.memory_per_slot;
+    if limits.memory_bytes < needed {
+        return Err(SizingError::MemoryTooSmall {
+            limit_mib: limits.memory_bytes / MIB,
+            needed_mib: needed.div_ceil(MIB),
+            overhead_mib: policy.supervisor_overhead / MIB,
+            per_slot_mib: policy.memory_per_slot / MIB,
+        });
+    }
+    let cpu_slots = saturate(limits.cpu_millis / 1000).max(1);
+    let memory_slots =
+        saturate((limits.memory_bytes - policy.supervisor_overhead) / policy.memory_per_slot);
+    let derived = cpu_slots.min(memory_slots).max(1);
+    let (slots, reason) = match policy.override_slots {
+        Some(n) => (
+            n,
+            format!(
+                "override: {n} slots (limits would give {derived}: cpu {cpu_slots}, memory {memory_slots})"
+            ),
+        ),
+        None if cpu_slots <= memory_slots => (
+            derived,
+            format!(
+                "cpu-bound: {cpu_slots} slots from {} millicores (memory allows {memory_slots})",
+                limits.cpu_millis
+            ),
+        ),
+        None => (
+            derived,
+            format!(
+                "memory-bound: {memory_slots} slots from {} MiB at {} MiB each (cpu allows {cpu_slots})",
+                limits.memory_bytes / MIB,
+                policy.memory_per_slot / MIB
+            ),
+        ),
+    };
+    Ok(SlotPlan {
+        slots,
+        cpu_slots,
+        memory_slots,
+        overridden: policy.override_slots.is_some(),
+        reason,
+    })
+}
+
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1024 * MIB;
+
+    fn limits(cpu_millis: u64, memory_bytes: u64) -> Limits {
+        Limits { cpu_millis, memory_bytes }
+    }
+
+    #[test]
+    fn cpu_bound_rounds_cores_down() {
+        let plan = plan_slots(limits(3000, 4 * GIB), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.slots, plan.cpu_slots, plan.memory_slots), (3, 3, 7));
+        assert!(plan.reason.starts_with("cpu-bound"), "{}", plan.reason);
+        let plan = plan_slots(limits(2500, 4 * GIB), SlotPolicy::default()).unwrap();
+        assert_eq!(plan.slots, 2);
+    }
+
+    #[test]
+    fn fractional_cpu_still_gets_one_slot() {
+        let plan = plan_slots(limits(500, GIB), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.slots, plan.cpu_slots), (1, 1));
+    }
+
+    #[test]
+    fn memory_bound_subtracts_supervisor_overhead() {
+        let policy = SlotPolicy { memory_per_slot: 512 * MIB, ..SlotPolicy::default() };
+        // (1024 - 128) / 512 = 1.75 -> 1
+        let plan = plan_slots(limits(2000, GIB), policy).unwrap();
+        assert_eq!((plan.slots, plan.memory_slots), (1, 1));
+        assert!(plan.reason.starts_with("memory-bound"), "{}", plan.reason);
+    }
+
+    #[test]
+    fn memory_too_small_for_one_slot_is_refused() {
+        let err = plan_slots(limits(2000, 600 * MIB), SlotPolicy::default()).unwrap_err();
+        assert_eq!(
+            err,
+            SizingError::MemoryTooSmall {
+                limit_mib: 600,
+                needed_mib: 640,
+                overhead_mib: 128,
+                per_slot_mib: 512
+            }
+        );
+        assert!(err.to_string().contains("needs at least 640 MiB"));
+    }
+
+    #[test]
+    fn override_is_honoured_and_reported() {
+        let policy = SlotPolicy { override_slots: Some(6), ..SlotPolicy::default() };
+        let plan = plan_slots(limits(2000, 8 * GIB), policy).unwrap();
+        assert_eq!(plan.slots, 6);
+        assert!(plan.overridden);
+        assert!(plan.reason.contains("limits would give 2"), "{}", plan.reason);
+    }
+
+    #[test]
+    fn zero_inputs_are_refused() {
+        let zero_mem = SlotPolicy { memory_per_slot: 0, ..SlotPolicy::default() };
+        assert_eq!(
+            plan_slots(limits(1000, GIB), zero_mem),
+            Err(SizingError::Zero("memory per slot"))
+        );
+        let zero_override = SlotPolicy { override_slots: Some(0), ..SlotPolicy::default() };
+        assert_eq!(
+            plan_slots(limits(1000, GIB), zero_override),
+            Err(SizingError::Zero("slot override"))
+        );
+    }
+}
