@@ -1,0 +1,229 @@
+//! Starting each control-plane process on 127.0.0.1, in dependency order.
+
+use std::fs::File;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::pki::{self, Pki};
+use super::{Cluster, ClusterError, kubeconfig};
+use crate::{free_port, process, repo_root};
+
+/// Env var naming a folder of prebuilt control-plane binaries (skips `tests/cluster/build.sh`).
+const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
+
+/// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
+/// from `tests/cluster/build.sh`, which is quick once its cache is warm.
+pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
+    if let Some(dir) = std::env::var_os(BIN_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let script = repo_root().join("tests/cluster/build.sh");
+    let stdout = super::run(Command::new("bash").arg(&script).stderr(Stdio::inherit()))?;
+    let last = stdout.lines().last().unwrap_or_default().trim();
+    if last.is_empty() {
+        return Err(ClusterError::Setup(format!("{} printed no bin folder", script.display())));
+    }
+    Ok(PathBuf::from(last))
+}
+
+/// Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
+    let state_dir = state_dir()?;
+    process::remove_on_exit(state_dir.clone());
+    let identities = pki::identities();
+    let pki = pki::create(&state_dir, &identities)?;
+    let [admin, controller_manager, scheduler] = &identities;
+
+    let etcd_url = start_etcd(&bin_dir, &state_dir)?;
+    let port = free_port();
+    let server = format!("https://127.0.0.1:{port}");
+    let admin_kubeconfig = state_dir.join("kubeconfig-admin");
+    kubeconfig::write(&admin_kubeconfig, &server, &pki.ca_cert, &admin.token)?;
+    start_apiserver(&bin_dir, &state_dir, &pki, &etcd_url, port)?;
+    wait_apiserver_ready(&bin_dir, &state_dir, &admin_kubeconfig)?;
+
+    let kcm_kubeconfig = state_dir.join("kubeconfig-controller-manager");
+    kubeconfig::write(&kcm_kubeconfig, &server, &pki.ca_cert, &controller_manager.token)?;
+    let kcm = path_arg(&kcm_kubeconfig);
+    spawn(
+        &bin_dir,
+        &state_dir,
+        "kube-controller-manager",
+        &[
+            &format!("--kubeconfig={kcm}"),
+            &format!("--authentication-kubeconfig={kcm}"),
+            &format!("--authorization-kubeconfig={kcm}"),
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={}", free_port()),
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            &format!("--service-account-private-key-file={}", path_arg(&pki.service_account_key)),
+            &format!("--root-ca-file={}", path_arg(&pki.ca_cert)),
+            "--controllers=*",
+            "--node-monitor-grace-period=40s",
+            "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10",
+            "--concurrent-gc-syncs=20",
+        ],
+    )?;
+
+    let scheduler_kubeconfig = state_dir.join("kubeconfig-scheduler");
+    kubeconfig::write(&scheduler_kubeconfig, &server, &pki.ca_cert, &scheduler.token)?;
+    let sched = path_arg(&scheduler_kubeconfig);
+    spawn(
+        &bin_dir,
+        &state_dir,
+        "kube-scheduler",
+        &[
+            &format!("--kubeconfig={sched}"),
+            &format!("--authentication-kubeconfig={sched}"),
+            &format!("--authorization-kubeconfig={sched}"),
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={}", free_port()),
+            "--leader-elect=false",
+        ],
+    )?;
+
+    spawn(
+        &bin_dir,
+        &state_dir,
+        "kwok",
+        &[
+            &format!("--kubeconfig={}", path_arg(&admin_kubeconfig)),
+            &format!("--config={}", path_arg(&bin_dir.join("kwok-stages.yaml"))),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--node-ip=127.0.0.1",
+            &format!("--server-address=127.0.0.1:{}", free_port()),
+        ],
+    )?;
+
+    Ok(Cluster { state_dir, bin_dir, server, ca_cert: pki.ca_cert, kubeconfig: admin_kubeconfig })
+}
+
+/// A fresh folder on tmpfs where there is one (etcd without fsync on tmpfs is fast).
+fn state_dir() -> Result<PathBuf, ClusterError> {
+    let base = Path::new("/dev/shm");
+    let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
+    let dir = base.join(format!("renderpool-cluster-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn start_etcd(bin_dir: &Path, state_dir: &Path) -> Result<String, ClusterError> {
+    let client_port = free_port();
+    let client_url = format!("http://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{}", free_port());
+    spawn(
+        bin_dir,
+        state_dir,
+        "etcd",
+        &[
+            &format!("--data-dir={}", path_arg(&state_dir.join("etcd"))),
+            &format!("--listen-client-urls={client_url}"),
+            &format!("--advertise-client-urls={client_url}"),
+            &format!("--listen-peer-urls={peer_url}"),
+            &format!("--initial-advertise-peer-urls={peer_url}"),
+            &format!("--initial-cluster=default={peer_url}"),
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ],
+    )?;
+    wait_until(state_dir, "etcd", Duration::from_secs(30), || {
+        TcpStream::connect(("127.0.0.1", client_port)).is_ok()
+    })?;
+    Ok(client_url)
+}
+
+fn start_apiserver(
+    bin_dir: &Path,
+    state_dir: &Path,
+    pki: &Pki,
+    etcd_url: &str,
+    port: u16,
+) -> Result<(), ClusterError> {
+    spawn(
+        bin_dir,
+        state_dir,
+        "kube-apiserver",
+        &[
+            &format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            &format!("--secure-port={port}"),
+            &format!("--tls-cert-file={}", path_arg(&pki.serving_cert)),
+            &format!("--tls-private-key-file={}", path_arg(&pki.serving_key)),
+            &format!("--client-ca-file={}", path_arg(&pki.ca_cert)),
+            &format!("--token-auth-file={}", path_arg(&pki.token_file)),
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            &format!("--service-account-key-file={}", path_arg(&pki.service_account_pub)),
+            &format!("--service-account-signing-key-file={}", path_arg(&pki.service_account_key)),
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+        ],
+    )
+}
+
+fn wait_apiserver_ready(
+    bin_dir: &Path,
+    state_dir: &Path,
+    kubeconfig: &Path,
+) -> Result<(), ClusterError> {
+    wait_until(state_dir, "kube-apiserver", Duration::from_secs(90), || {
+        Command::new(bin_dir.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["get", "--raw=/readyz"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}
+
+/// Starts `name` from `bin_dir` with its output in `<state_dir>/<name>.log`.
+fn spawn(bin_dir: &Path, state_dir: &Path, name: &str, args: &[&str]) -> Result<(), ClusterError> {
+    let log = File::create(log_path(state_dir, name))?;
+    let mut command = Command::new(bin_dir.join(name));
+    command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    process::spawn(command)
+        .map(drop)
+        .map_err(|err| ClusterError::Setup(format!("start {name}: {err}")))
+}
+
+fn log_path(state_dir: &Path, name: &str) -> PathBuf {
+    state_dir.join(format!("{name}.log"))
+}
+
+fn wait_until(
+    state_dir: &Path,
+    component: &'static str,
+    timeout: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), ClusterError> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = log_path(state_dir, component);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(20).collect();
+    Err(ClusterError::NotReady {
+        component,
+        seconds: timeout.as_secs(),
+        log: log.display().to_string(),
+        tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+    })
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}

@@ -1,0 +1,161 @@
+//! A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler and kwok fake nodes, built from pinned Go modules by
+//! `tests/cluster/build.sh`.
+//!
+//! One cluster serves a whole test binary ([`Cluster::shared`]); each test takes its own
+//! namespace ([`Cluster::namespace`]). Everything stops when the test process exits.
+
+mod components;
+mod kubeconfig;
+mod namespace;
+mod nodes;
+mod pki;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub use namespace::TestNamespace;
+
+/// Why the local control plane could not be started or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A file or process operation failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// A set-up step failed; the message names it.
+    #[error("{0}")]
+    Setup(String),
+    /// A component did not become ready in time.
+    #[error("{component} not ready after {seconds}s; last lines of {log}:\n{tail}")]
+    NotReady { component: &'static str, seconds: u64, log: String, tail: String },
+    /// The API server refused or failed a request.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A running local control plane.
+pub struct Cluster {
+    state_dir: PathBuf,
+    bin_dir: PathBuf,
+    server: String,
+    ca_cert: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+
+impl Cluster {
+    /// The cluster of this test process, started by the first caller.
+    pub fn shared() -> &'static Cluster {
+        SHARED.get_or_init(|| {
+            Cluster::start().unwrap_or_else(|err| panic!("local control plane failed: {err}"))
+        })
+    }
+
+    /// Starts a new control plane; it stops when the process exits.
+    pub fn start() -> Result<Cluster, ClusterError> {
+        let bin_dir = components::bin_dir()?;
+        components::start_all(bin_dir)
+    }
+
+    /// The admin kubeconfig (group `system:masters`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The API server URL, `https://127.0.0.1:PORT`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The CA certificate that signed the API server's serving certificate.
+    pub fn ca_cert(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    /// Folder holding this cluster's state, certificates and component logs.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// Path of a control-plane tool (`kubectl`, `helm`, `etcd`, ...).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// A client with admin rights; a new one per call, so each tokio runtime gets its own.
+    pub async fn client(&self) -> kube::Client {
+        self.client_for(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|err| panic!("admin client for the local cluster: {err}"))
+    }
+
+    /// A client for another kubeconfig of this cluster (e.g. one from [`Self::kubeconfig_for_token`]).
+    pub async fn client_for(&self, kubeconfig: &Path) -> Result<kube::Client, ClusterError> {
+        let raw = kube::config::Kubeconfig::read_from(kubeconfig)
+            .map_err(|err| ClusterError::Setup(format!("read {}: {err}", kubeconfig.display())))?;
+        let config = kube::Config::from_custom_kubeconfig(raw, &Default::default())
+            .await
+            .map_err(|err| ClusterError::Setup(format!("kubeconfig: {err}")))?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Writes a kubeconfig that authenticates with `token` (e.g. a ServiceAccount's) and
+    /// returns its path.
+    pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.state_dir.join(format!("kubeconfig-{name}"));
+        kubeconfig::write(&path, &self.server, &self.ca_cert, token)
+            .unwrap_or_else(|err| panic!("write {}: {err}", path.display()));
+        path
+    }
+
+    /// `kubectl` with the admin kubeconfig.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new(self.bin("kubectl"));
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        command
+    }
+
+    /// `helm` with the admin kubeconfig and its caches inside the cluster's state folder.
+    pub fn helm(&self) -> Command {
+        let mut command = Command::new(self.bin("helm"));
+        let home = self.state_dir.join("helm");
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"));
+        command
+    }
+
+    /// Makes sure kwok fake nodes `prefix-0..count` exist with this capacity and are Ready.
+    pub async fn ensure_nodes(&self, prefix: &str, count: u32, cpu: &str, memory: &str) {
+        nodes::ensure(&self.client().await, prefix, count, cpu, memory)
+            .await
+            .unwrap_or_else(|err| panic!("kwok nodes {prefix}: {err}"))
+    }
+
+    /// A fresh namespace whose `default` ServiceAccount exists; deleted when dropped.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        TestNamespace::create(self, prefix)
+            .await
+            .unwrap_or_else(|err| panic!("namespace {prefix}: {err}"))
+    }
+}
+
+/// Runs `command`, returning stdout, or an error carrying its stderr.
+pub fn run(command: &mut Command) -> Result<String, ClusterError> {
+    let output = command.output()?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(ClusterError::Setup(format!(
+            "{:?} failed ({}): {}{}",
+            command,
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        )))
+    }
+}

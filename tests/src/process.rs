@@ -1,0 +1,97 @@
+//! Child processes that cannot outlive the test process.
+//!
+//! Every child gets `PR_SET_PDEATHSIG(SIGKILL)`, which fires when the *thread* that spawned it
+//! ends, so children are spawned from one keeper thread that lives as long as the process. An
+//! `atexit` hook stops them politely and removes their state folders on a normal exit; the death
+//! signal covers a test binary that is killed outright.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type SpawnRequest = (Command, Sender<std::io::Result<u32>>);
+
+struct Registry {
+    children: Vec<Child>,
+    folders: Vec<PathBuf>,
+}
+
+static REGISTRY: Mutex<Registry> =
+    Mutex::new(Registry { children: Vec::new(), folders: Vec::new() });
+static KEEPER: OnceLock<Mutex<Sender<SpawnRequest>>> = OnceLock::new();
+
+fn keeper() -> &'static Mutex<Sender<SpawnRequest>> {
+    KEEPER.get_or_init(|| {
+        let (tx, rx) = channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("process-keeper".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    let _ = reply.send(spawn_here(&mut command));
+                }
+                // The sender lives in a static, so this loop never ends while the process runs.
+            })
+            .unwrap_or_else(|err| panic!("cannot start the process keeper thread: {err}"));
+        // SAFETY: `stop_all` is an `extern "C" fn()` that never unwinds across the boundary.
+        unsafe { libc::atexit(stop_all) };
+        Mutex::new(tx)
+    })
+}
+
+fn spawn_here(command: &mut Command) -> std::io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    let pid = child.id();
+    lock().children.push(child);
+    Ok(pid)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts `command` as a child that is stopped when the test process exits; returns its pid.
+pub(crate) fn spawn(command: Command) -> std::io::Result<u32> {
+    let (tx, rx) = channel();
+    keeper()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .send((command, tx))
+        .map_err(|_| std::io::Error::other("process keeper thread is gone"))?;
+    rx.recv().map_err(|_| std::io::Error::other("process keeper thread is gone"))?
+}
+
+/// Removes `folder` when the test process exits (after its processes are stopped).
+pub(crate) fn remove_on_exit(folder: PathBuf) {
+    lock().folders.push(folder);
+}
+
+extern "C" fn stop_all() {
+    let mut registry = lock();
+    for child in &registry.children {
+        // SAFETY: plain kill(2) on a pid we spawned.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for child in &mut registry.children {
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for folder in registry.folders.drain(..) {
+        let _ = std::fs::remove_dir_all(folder);
+    }
+}

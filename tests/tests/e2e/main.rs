@@ -1,0 +1,4 @@
+//! End-to-end tests against one shared local control plane per run (see `renderpool_tests::cluster`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod smoke;

@@ -1,0 +1,149 @@
+//! The local control plane is a real one: CRDs establish, the scheduler binds pods to kwok
+//! nodes by their requests, the garbage collector removes dependents, versions are stamped.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use renderpool_tests::cluster::{Cluster, run};
+use renderpool_tests::wait_for;
+
+const SMOKE_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "widgets.smoke.renderpool.dev"},
+  "spec": {"group": "smoke.renderpool.dev", "scope": "Namespaced",
+    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}
+}"#;
+
+#[test]
+fn crd_becomes_established_and_serves_objects() {
+    let cluster = Cluster::shared();
+    let crd = cluster.state_dir().join("smoke-crd.json");
+    std::fs::write(&crd, SMOKE_CRD).unwrap();
+    run(cluster.kubectl().args(["apply", "-f"]).arg(&crd)).unwrap();
+    run(cluster.kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/widgets.smoke.renderpool.dev",
+    ]))
+    .unwrap();
+    let widget = cluster.state_dir().join("smoke-widget.json");
+    std::fs::write(
+        &widget,
+        r#"{"apiVersion":"smoke.renderpool.dev/v1","kind":"Widget","metadata":{"name":"w","namespace":"default"},"spec":{"size":3}}"#,
+    )
+    .unwrap();
+    run(cluster.kubectl().args(["apply", "-f"]).arg(&widget)).unwrap();
+    let size = run(cluster.kubectl().args([
+        "get",
+        "widget",
+        "w",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.spec.size}",
+    ]))
+    .unwrap();
+    assert_eq!(size, "3");
+}
+
+#[tokio::test]
+async fn deployment_is_scheduled_on_kwok_nodes_and_garbage_collected() {
+    let cluster = Cluster::shared();
+    // Two 1-CPU nodes and two pods asking 600m each: the scheduler must spread them, one a node.
+    cluster.ensure_nodes("smoke", 2, "1", "2Gi").await;
+    let ns = cluster.namespace("smoke").await;
+    let client = cluster.client().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{
+                            "key": "kubernetes.io/hostname", "operator": "In",
+                            "values": ["smoke-0", "smoke-1"]}]}]}}},
+                    "containers": [{"name": "web", "image": "example.invalid/web:1",
+                        "resources": {"requests": {"cpu": "600m", "memory": "256Mi"}}}]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
+    let running = wait_for(Duration::from_secs(90), || async {
+        let list = pods.list(&ListParams::default().labels("app=web")).await.unwrap();
+        let running: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .collect();
+        (running.len() == 2).then_some(running)
+    })
+    .await
+    .expect("two Running pods");
+    let mut nodes: Vec<String> =
+        running.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["smoke-0", "smoke-1"], "600m pods on 1-CPU nodes must not share a node");
+
+    let ready = wait_for(Duration::from_secs(60), || async {
+        let d = deployments.get("web").await.unwrap();
+        (d.status.and_then(|s| s.ready_replicas) == Some(2)).then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "deployment never reported 2 ready replicas");
+
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns.name());
+    assert_eq!(replica_sets.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    deployments.delete("web", &DeleteParams::background()).await.unwrap();
+    let collected = wait_for(Duration::from_secs(90), || async {
+        let sets = replica_sets.list(&ListParams::default()).await.unwrap().items.len();
+        let left = pods.list(&ListParams::default()).await.unwrap().items.len();
+        (sets == 0 && left == 0).then_some(())
+    })
+    .await;
+    assert!(collected.is_some(), "garbage collector left the ReplicaSet or pods behind");
+}
+
+#[test]
+fn kubectl_and_helm_report_the_pinned_server_version() {
+    let cluster = Cluster::shared();
+    let version: serde_json::Value =
+        serde_json::from_str(&run(cluster.kubectl().args(["version", "-o", "json"])).unwrap())
+            .unwrap();
+    assert_eq!(version["serverVersion"]["gitVersion"], "v1.36.3");
+    assert_eq!(version["clientVersion"]["gitVersion"], "v1.36.3");
+
+    // A chart that prints the Kubernetes version helm sees: offline from its stamped default,
+    // and with --validate from the live server.
+    let chart = cluster.state_dir().join("smoke-chart");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: smoke\nversion: 0.1.0\n")
+        .unwrap();
+    std::fs::write(
+        chart.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: smoke\ndata:\n  kube: \"{{ .Capabilities.KubeVersion.Version }}\"\n",
+    )
+    .unwrap();
+    let offline = run(cluster.helm().arg("template").arg(&chart)).unwrap();
+    assert!(offline.contains("kube: \"v1.36"), "offline helm assumes another version:\n{offline}");
+    let live = run(cluster.helm().args(["template", "--validate"]).arg(&chart)).unwrap();
+    assert!(live.contains("kube: \"v1.36.3\""), "helm did not see the server version:\n{live}");
+    let helm = run(cluster.helm().args(["version", "--template", "{{.Version}}"])).unwrap();
+    assert_eq!(helm, "v3.22.0");
+}
