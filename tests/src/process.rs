@@ -72,6 +72,26 @@ pub(crate) fn spawn(command: Command) -> std::io::Result<u32> {
     rx.recv().map_err(|_| std::io::Error::other("process keeper thread is gone"))?
 }
 
+/// Sends `signal` to the child with `pid`, then waits up to 10 s for it to exit.
+pub(crate) fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: plain kill(2) on a pid this module spawned and has not reaped yet.
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let mut registry = lock();
+        let running = registry
+            .children
+            .iter_mut()
+            .find(|child| child.id() == pid)
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
+        drop(registry);
+        if !running {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Removes `folder` when the test process exits (after its processes are stopped).
 pub(crate) fn remove_on_exit(folder: PathBuf) {
     lock().folders.push(folder);

@@ -1,0 +1,154 @@
+//! The Helm chart: lint, template, values schema, and an install whose RBAC is what the
+//! operator really gets.
+
+use std::time::Duration;
+
+use renderpool_tests::cluster::{Cluster, run};
+use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
+use renderpool_tests::{repo_root, wait_for};
+
+fn chart() -> String {
+    repo_root().join("charts/renderpool-operator").to_string_lossy().into_owned()
+}
+
+fn template(extra: &[&str]) -> Result<String, String> {
+    run(Cluster::shared().helm().args(["template", "rp", &chart(), "-n", "rp-system"]).args(extra))
+        .map_err(|err| err.to_string())
+}
+
+/// The rendered documents of one kind.
+fn documents<'a>(rendered: &'a str, kind: &str) -> Vec<&'a str> {
+    rendered.split("\n---").filter(|doc| doc.contains(&format!("\nkind: {kind}\n"))).collect()
+}
+
+#[test]
+fn chart_lints_strictly() {
+    let out = run(Cluster::shared().helm().args(["lint", "--strict", &chart()])).unwrap();
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn template_renders_a_least_privilege_restricted_operator() {
+    let rendered = template(&[]).unwrap();
+
+    let crd = documents(&rendered, "CustomResourceDefinition");
+    assert_eq!(crd.len(), 1, "the CRD is templated by default");
+    assert!(crd[0].contains("helm.sh/resource-policy: keep"), "CRD must survive uninstall");
+    let generated = std::fs::read_to_string(repo_root().join("crds/renderpool.yaml")).unwrap();
+    assert!(generated.contains("name: renderpools.renderpool.dev"));
+    assert!(crd[0].contains("name: renderpools.renderpool.dev"));
+
+    let deployment = documents(&rendered, "Deployment");
+    assert_eq!(deployment.len(), 1);
+    for needle in [
+        "runAsNonRoot: true",
+        "readOnlyRootFilesystem: true",
+        "allowPrivilegeEscalation: false",
+        "type: RuntimeDefault",
+        "- ALL",
+        "args: [run, --lease-name, \"renderpool-operator\"]",
+        "path: /healthz",
+        "path: /readyz",
+    ] {
+        assert!(deployment[0].contains(needle), "operator Deployment lacks {needle:?}");
+    }
+
+    let cluster_role = documents(&rendered, "ClusterRole");
+    assert_eq!(cluster_role.len(), 1);
+    for forbidden in ["secrets", "\"*\"", "- '*'", "pods", "escalate", "bind"] {
+        assert!(!cluster_role[0].contains(forbidden), "ClusterRole grants {forbidden}");
+    }
+    let role = documents(&rendered, "Role");
+    assert_eq!(role.len(), 1);
+    assert!(role[0].contains("resourceNames: [\"renderpool-operator\"]"), "{}", role[0]);
+
+    assert!(documents(&rendered, "ServiceMonitor").is_empty(), "ServiceMonitor is opt-in");
+    let with_monitor = template(&["--set", "metrics.serviceMonitor.enabled=true"]).unwrap();
+    assert_eq!(documents(&with_monitor, "ServiceMonitor").len(), 1);
+    let without_crd = template(&["--set", "crds.install=false"]).unwrap();
+    assert!(documents(&without_crd, "CustomResourceDefinition").is_empty());
+}
+
+#[test]
+fn values_schema_refuses_bad_values() {
+    for (value, complaint) in [
+        ("replicaCount=-1", "replicaCount"),
+        ("logFormat=xml", "logFormat"),
+        ("leaderElection.leaseName=Not_A_Name", "leaseName"),
+        ("metrics.port=70000", "port"),
+        ("unknownKey=1", "unknownKey"),
+    ] {
+        let err = template(&["--set", value]).unwrap_err();
+        assert!(err.contains(complaint), "{value}: {err}");
+    }
+}
+
+#[test]
+fn template_validates_against_the_live_api_server() {
+    // The CRD itself is left out: the installed release owns it, and its install proves it.
+    let out = template(&["--validate", "--set", "crds.install=false"]).unwrap();
+    assert!(out.contains("kind: Deployment"));
+}
+
+#[tokio::test]
+async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
+    let install = ChartInstall::shared().await;
+    let can = |args: &[&str]| -> String {
+        run(install.kubectl().args(["auth", "can-i"]).args(args))
+            .unwrap_or_else(|err| err.to_string())
+    };
+    // kubectl auth can-i prints "yes"/"no" and exits non-zero on "no".
+    for allowed in [
+        vec!["watch", "renderpools.renderpool.dev", "-A"],
+        vec!["patch", "renderpools.renderpool.dev", "--subresource=status", "-n", "default"],
+        vec!["create", "deployments.apps", "-n", "default"],
+        vec!["delete", "poddisruptionbudgets.policy", "-n", "default"],
+        vec!["create", "events.events.k8s.io", "-n", "default"],
+        vec!["update", "leases.coordination.k8s.io/renderpool-operator", "-n", RELEASE_NAMESPACE],
+    ] {
+        assert!(can(&allowed).starts_with("yes"), "should be allowed: {allowed:?}");
+    }
+    for denied in [
+        vec!["list", "secrets", "-A"],
+        vec!["update", "renderpools.renderpool.dev", "-n", "default"],
+        vec!["update", "leases.coordination.k8s.io/someone-else", "-n", RELEASE_NAMESPACE],
+        vec!["create", "pods", "-n", "default"],
+        vec!["create", "clusterroles.rbac.authorization.k8s.io"],
+    ] {
+        assert!(!can(&denied).starts_with("yes"), "should be denied: {denied:?}");
+    }
+}
+
+#[tokio::test]
+async fn example_renderpool_becomes_ready_under_the_charts_rbac() {
+    let cluster = Cluster::shared();
+    let operator = OperatorProcess::shared().await;
+    cluster.ensure_nodes("example", 3, "4", "8Gi").await;
+    let ns = cluster.namespace("example").await;
+    let example = repo_root().join("examples/renderpool.yaml");
+    run(cluster.kubectl().args(["apply", "-n", ns.name(), "-f"]).arg(&example)).unwrap();
+    let ready = wait_for(Duration::from_secs(120), || async {
+        let out = run(cluster.kubectl().args([
+            "get",
+            "renderpool",
+            "previews",
+            "-n",
+            ns.name(),
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.slotsPerPod} {.status.totalSlots}",
+        ]))
+        .ok()?;
+        out.starts_with("True").then_some(out)
+    })
+    .await;
+    let Some(ready) = ready else {
+        panic!("example RenderPool never became Ready; operator log:\n{}", operator.log());
+    };
+    // 2 CPU / 2Gi at 512Mi per slot: cpu allows 2, memory (2048-128)/512 = 3 -> 2 slots x 3 pods.
+    assert_eq!(ready, "True 2 6");
+    assert!(
+        !operator.log().contains("forbidden"),
+        "the chart's RBAC refused the operator something:\n{}",
+        operator.log()
+    );
+}
