@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the tests and the local service need on a fresh Debian machine and prints
-# the env lines that point at them. Idempotent: a warm machine takes a second.
-#   eval "$(scripts/setup.sh)"  ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN set
+# Installs what the local service (and, with --cluster, the tests) need on a fresh Debian
+# machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
+#   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH
+#   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (Go-built control plane)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -19,6 +20,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
-cluster_bin=$("$root/tests/cluster/build.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+if [ "${1:-}" = "--cluster" ]; then
+  cluster_bin=$("$root/tests/cluster/build.sh" | tail -n 1)
+  echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+fi

@@ -4,6 +4,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-eval "$(scripts/setup.sh)"
+eval "$(scripts/setup.sh --cluster)"
 cargo build --workspace --bins
 cargo test --workspace "$@"
