@@ -34,13 +34,18 @@ pub fn library_path() -> PathBuf {
     cache.join(format!("pdfium/pypdfium2-{PYPDFIUM2_VERSION}/libpdfium.so"))
 }
 
-/// Loads PDFium from [`library_path`]. Call once per process: PDFium is not thread-safe.
+/// Loads PDFium from [`library_path`] (later calls in the process reuse the loaded library).
+/// PDFium is not thread-safe: use it from one thread at a time.
 pub fn bind() -> Result<Pdfium, PdfiumLoadError> {
     let path = library_path();
     if !path.is_file() {
         return Err(PdfiumLoadError::Missing(path));
     }
-    let bindings = Pdfium::bind_to_library(&path)
-        .map_err(|source| PdfiumLoadError::Bind { path: path.clone(), source })?;
-    Ok(Pdfium::new(bindings))
+    match Pdfium::bind_to_library(&path) {
+        Ok(bindings) => Ok(Pdfium::new(bindings)),
+        // pdfium-render keeps the bindings process-wide and refuses a second bind; its
+        // `Default` then hands out a Pdfium over the bindings already loaded.
+        Err(PdfiumError::PdfiumLibraryBindingsAlreadyInitialized) => Ok(Pdfium::default()),
+        Err(source) => Err(PdfiumLoadError::Bind { path, source }),
+    }
 }

@@ -1,4 +1,5 @@
 //! The fetched libpdfium.so binds and reads real documents as the corpus manifest says.
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

@@ -1,0 +1,242 @@
+//! Encoding benchmark: renders real corpus pages at 150 dpi once, then times each encoder
+//! (the service's choice per format and the alternatives it was chosen from) against a plain
+//! default PNG encode (`image`'s PngEncoder, RGBA as rendered) in the same process.
+//! Prints figures; asserts nothing about time. Run: cargo bench -p render-pod --bench encoding
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use image::ImageEncoder;
+use png::{Compression, Filter};
+
+use render_pod::encode::png::PngSettings;
+use render_pod::encode::{self, ImageFormat, Pixels, pixels};
+use render_pod::ops::{RenderSize, render::render_rgba, size};
+
+/// Timed passes over all pages per encoder; the fastest counts.
+const PASSES: u32 = 5;
+const DPI: f32 = 150.0;
+
+/// One way of encoding a frame.
+type Encoder = dyn Fn(&Frame) -> Vec<u8>;
+
+struct Frame {
+    width: u32,
+    height: u32,
+    rgba: Vec<u8>,
+    colour: bool,
+}
+
+/// (file, 1-based pages): text manual pages, a plot manual, colour and image pages.
+fn pages() -> Vec<(&'static str, Vec<i32>)> {
+    vec![
+        ("pdf/R-intro.pdf", (1..=20).collect()),
+        ("pdf/gnuplot.pdf", vec![1, 60, 120, 180, 240]),
+        ("pdf/cmyk.pdf", vec![1]),
+        ("pdf/palette.pdf", vec![1]),
+        ("pdf/vector.pdf", vec![1]),
+        ("pdf/masks.pdf", vec![1]),
+    ]
+}
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+}
+
+/// Renders every page once; returns the frames and the mean render time per page.
+fn render_all() -> (Vec<Frame>, Duration) {
+    let pdfium = render_pod::pdfium_lib::bind().unwrap();
+    let mut frames = Vec::new();
+    let mut rendering = Duration::ZERO;
+    for (file, numbers) in pages() {
+        let doc = pdfium.load_pdf_from_file(&corpus().join(file), None).unwrap();
+        for number in numbers {
+            let page = doc.pages().get(number - 1).unwrap();
+            let (w, h) =
+                size::pixel_size(page.width().value, page.height().value, RenderSize::Dpi(DPI))
+                    .unwrap();
+            let (w, h) = size::check_pixels(w, h, u64::MAX).unwrap();
+            let start = Instant::now();
+            let rgba = render_rgba(&page, w, h).unwrap();
+            rendering += start.elapsed();
+            let colour = pixels::gray_if_neutral(&rgba).is_none();
+            frames.push(Frame { width: w as u32, height: h as u32, rgba, colour });
+        }
+    }
+    let per_page = rendering / frames.len() as u32;
+    (frames, per_page)
+}
+
+/// Mean output bytes, and time per page of the fastest of `PASSES` passes over `frames` (the
+/// fastest pass is the one least disturbed by other work on the machine).
+fn measure(frames: &[&Frame], encode: &Encoder) -> (f64, Duration) {
+    let mut bytes = 0usize;
+    for frame in frames {
+        bytes += encode(frame).len(); // also warms caches and allocators
+    }
+    let mut best = Duration::MAX;
+    for _ in 0..PASSES {
+        let start = Instant::now();
+        for frame in frames {
+            std::hint::black_box(encode(frame));
+        }
+        best = best.min(start.elapsed());
+    }
+    (bytes as f64 / frames.len() as f64, best / frames.len() as u32)
+}
+
+fn baseline_png(f: &Frame) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(&f.rgba, f.width, f.height, image::ExtendedColorType::Rgba8)
+        .unwrap();
+    out
+}
+
+/// The service's PNG path with other settings: grey when neutral, else RGB.
+fn png_with(settings: PngSettings) -> impl Fn(&Frame) -> Vec<u8> {
+    move |f| {
+        match pixels::gray_if_neutral(&f.rgba) {
+            Some(gray) => encode::png::encode(&Pixels::Gray(&gray), f.width, f.height, settings),
+            None => {
+                let rgb = pixels::rgba_to_rgb(&f.rgba);
+                encode::png::encode(&Pixels::Rgb(&rgb), f.width, f.height, settings)
+            }
+        }
+        .unwrap()
+    }
+}
+
+fn service(format: ImageFormat) -> impl Fn(&Frame) -> Vec<u8> {
+    move |f| encode::encode_rgba(&f.rgba, f.width, f.height, format).unwrap()
+}
+
+fn main() {
+    let (frames, render_per_page) = render_all();
+    let colour = frames.iter().filter(|f| f.colour).count();
+    println!(
+        "{} pages at {DPI} dpi ({} grey, {colour} colour); fastest of {PASSES} passes per encoder",
+        frames.len(),
+        frames.len() - colour
+    );
+    println!("render only: {:.1} ms/page (PDFium, RGBA)", ms(render_per_page));
+
+    let fast_up = encode::png::GREY;
+    let candidates: Vec<(&str, Box<Encoder>)> = vec![
+        ("png  service (fast; grey Up / RGB Paeth)", Box::new(service(ImageFormat::Png))),
+        (
+            "png  fast, Up, RGBA (no grey detection)",
+            Box::new(move |f: &Frame| {
+                encode::png::encode(&Pixels::Rgba(&f.rgba), f.width, f.height, fast_up).unwrap()
+            }),
+        ),
+        ("png  fast, Up, grey/RGB", Box::new(png_with(fast_up))),
+        (
+            "png  fast, NoFilter, grey/RGB",
+            Box::new(png_with(PngSettings { filter: Filter::NoFilter, ..fast_up })),
+        ),
+        (
+            "png  fast, Up, grey/RGBA",
+            Box::new(move |f: &Frame| {
+                match pixels::gray_if_neutral(&f.rgba) {
+                    Some(g) => encode::png::encode(&Pixels::Gray(&g), f.width, f.height, fast_up),
+                    None => encode::png::encode(&Pixels::Rgba(&f.rgba), f.width, f.height, fast_up),
+                }
+                .unwrap()
+            }),
+        ),
+        (
+            "grey detection + conversion only",
+            Box::new(|f: &Frame| pixels::gray_if_neutral(&f.rgba).unwrap_or_default()),
+        ),
+        ("RGB conversion only", Box::new(|f: &Frame| pixels::rgba_to_rgb(&f.rgba))),
+        (
+            "png  fast, Adaptive, grey/RGB",
+            Box::new(png_with(PngSettings { filter: Filter::Adaptive, ..fast_up })),
+        ),
+        (
+            "png  fast, Sub, grey/RGB",
+            Box::new(png_with(PngSettings { filter: Filter::Sub, ..fast_up })),
+        ),
+        (
+            "png  fast, Paeth, grey/RGB",
+            Box::new(png_with(PngSettings { filter: Filter::Paeth, ..fast_up })),
+        ),
+        (
+            "png  fastest, Up, grey/RGB",
+            Box::new(png_with(PngSettings { compression: Compression::Fastest, ..fast_up })),
+        ),
+        (
+            "png  balanced, Adaptive, grey/RGB",
+            Box::new(png_with(PngSettings {
+                compression: Compression::Balanced,
+                filter: Filter::Adaptive,
+            })),
+        ),
+        (
+            "png  image PngEncoder zlib level 6, RGBA",
+            Box::new(|f: &Frame| {
+                let mut out = Vec::new();
+                image::codecs::png::PngEncoder::new_with_quality(
+                    &mut out,
+                    image::codecs::png::CompressionType::Default,
+                    image::codecs::png::FilterType::Adaptive,
+                )
+                .write_image(&f.rgba, f.width, f.height, image::ExtendedColorType::Rgba8)
+                .unwrap();
+                out
+            }),
+        ),
+        ("jpeg service (q80, grey/RGBA)", Box::new(service(ImageFormat::Jpeg))),
+        ("webp service (lossless, RGBA)", Box::new(service(ImageFormat::Webp))),
+        (
+            "webp lossless, grey/RGBA",
+            Box::new(|f: &Frame| {
+                match pixels::gray_if_neutral(&f.rgba) {
+                    Some(g) => encode::webp::encode(&Pixels::Gray(&g), f.width, f.height),
+                    None => encode::webp::encode(&Pixels::Rgba(&f.rgba), f.width, f.height),
+                }
+                .unwrap()
+            }),
+        ),
+    ];
+
+    let groups: [(&str, Vec<&Frame>); 3] = [
+        ("all pages", frames.iter().collect()),
+        ("grey pages", frames.iter().filter(|f| !f.colour).collect()),
+        ("colour pages", frames.iter().filter(|f| f.colour).collect()),
+    ];
+    for (group, set) in &groups {
+        if set.is_empty() {
+            continue;
+        }
+        let (base_bytes, base_time) = measure(set, &baseline_png);
+        println!("\n== {group} ({}) ==", set.len());
+        println!(
+            "{:<46} {:>10} {:>9} {:>9} {:>8} {:>8} {:>12}",
+            "encoder", "bytes/pg", "ms/pg", "pages/s", "speed x", "size x", "encode share"
+        );
+        let row = |name: &str, bytes: f64, time: Duration| {
+            println!(
+                "{name:<46} {bytes:>10.0} {:>9.2} {:>9.1} {:>8.2} {:>8.2} {:>11.0}%",
+                ms(time),
+                1.0 / time.as_secs_f64(),
+                base_time.as_secs_f64() / time.as_secs_f64(),
+                bytes / base_bytes,
+                100.0 * time.as_secs_f64() / (time + render_per_page).as_secs_f64(),
+            );
+        };
+        row("baseline: image PngEncoder default, RGBA", base_bytes, base_time);
+        for (name, encode) in &candidates {
+            let (bytes, time) = measure(set, encode.as_ref());
+            row(name, bytes, time);
+        }
+    }
+    println!("\nspeed x = baseline time / encoder time; size x = encoder bytes / baseline bytes;");
+    println!("encode share = encode / (render + encode), with the mean render time above.");
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

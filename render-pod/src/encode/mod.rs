@@ -1,0 +1,145 @@
+//! Encoding rendered pages to PNG, JPEG or WebP without spending more time than the render.
+
+mod format;
+pub mod jpeg;
+pub mod pixels;
+pub mod png;
+pub mod webp;
+
+pub use format::{ImageFormat, UnknownFormat};
+
+/// Pixels handed to an encoder, rows packed (no stride padding).
+#[derive(Debug, Clone, Copy)]
+pub enum Pixels<'a> {
+    /// One byte per pixel.
+    Gray(&'a [u8]),
+    /// Three bytes per pixel.
+    Rgb(&'a [u8]),
+    /// Four bytes per pixel, alpha last.
+    Rgba(&'a [u8]),
+}
+
+impl<'a> Pixels<'a> {
+    /// Bytes per pixel of the layout.
+    pub fn bytes_per_pixel(&self) -> usize {
+        match self {
+            Pixels::Gray(_) => 1,
+            Pixels::Rgb(_) => 3,
+            Pixels::Rgba(_) => 4,
+        }
+    }
+
+    /// The bytes, once checked to hold exactly `width` x `height` pixels (encoders panic or
+    /// misbehave otherwise).
+    pub fn checked(&self, width: u32, height: u32) -> Result<&'a [u8], EncodeError> {
+        let data = match *self {
+            Pixels::Gray(data) | Pixels::Rgb(data) | Pixels::Rgba(data) => data,
+        };
+        let bpp = self.bytes_per_pixel();
+        let expected =
+            (width as usize).checked_mul(height as usize).and_then(|n| n.checked_mul(bpp));
+        if expected != Some(data.len()) {
+            return Err(EncodeError::BadBuffer {
+                width,
+                height,
+                bytes_per_pixel: bpp,
+                len: data.len(),
+            });
+        }
+        Ok(data)
+    }
+}
+
+/// An encoder refused the image.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EncodeError {
+    /// The pixel buffer does not hold exactly width * height pixels.
+    #[error(
+        "pixel buffer of {len} bytes does not fit {width}x{height} at {bytes_per_pixel} bytes per pixel"
+    )]
+    BadBuffer { width: u32, height: u32, bytes_per_pixel: usize, len: usize },
+    /// The format cannot hold an image this big.
+    #[error("{format} images are at most {max} pixels wide or high")]
+    TooLarge { format: ImageFormat, max: u32 },
+    /// The PNG encoder failed.
+    #[error("PNG encoding failed: {0}")]
+    Png(String),
+    /// The JPEG encoder failed.
+    #[error("JPEG encoding failed: {0}")]
+    Jpeg(String),
+    /// The WebP encoder failed.
+    #[error("WebP encoding failed: {0}")]
+    Webp(String),
+}
+
+/// Encodes an opaque RGBA render (rows packed) in `format`, with per-format choices measured
+/// by `benches/encoding.rs`. PNG and JPEG encode a page without colour from its grey plane (a
+/// quarter of the bytes to filter and compress); a colour page goes to PNG as RGB (smaller than
+/// RGBA with its constant alpha) and to JPEG as RGBA (it skips alpha itself). WebP takes RGBA
+/// as rendered: its encoder works on ARGB internally, so a grey plane saves nothing.
+pub fn encode_rgba(
+    rgba: &[u8],
+    width: u32,
+    height: u32,
+    format: ImageFormat,
+) -> Result<Vec<u8>, EncodeError> {
+    let all = Pixels::Rgba(rgba);
+    all.checked(width, height)?;
+    match format {
+        ImageFormat::Png => match pixels::gray_if_neutral(rgba) {
+            Some(gray) => png::encode(&Pixels::Gray(&gray), width, height, png::GREY),
+            None => {
+                let rgb = pixels::rgba_to_rgb(rgba);
+                png::encode(&Pixels::Rgb(&rgb), width, height, png::COLOUR)
+            }
+        },
+        ImageFormat::Jpeg => match pixels::gray_if_neutral(rgba) {
+            Some(gray) => jpeg::encode(&Pixels::Gray(&gray), width, height),
+            None => jpeg::encode(&all, width, height),
+        },
+        ImageFormat::Webp => webp::encode(&all, width, height),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn refuses_a_buffer_of_the_wrong_size() {
+        let err = encode_rgba(&[255; 12], 2, 2, ImageFormat::Png).unwrap_err();
+        assert_eq!(
+            err,
+            EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 4, len: 12 }
+        );
+        let err = png::encode(&Pixels::Gray(&[0; 3]), 2, 2, png::GREY).unwrap_err();
+        assert_eq!(err, EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 1, len: 3 });
+    }
+
+    #[test]
+    fn refuses_sizes_the_format_cannot_hold() {
+        let wide = vec![255u8; 16_384 * 4];
+        let err = encode_rgba(&wide, 16_384, 1, ImageFormat::Webp).unwrap_err();
+        assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Webp, max: 16_383 });
+        let wide = vec![255u8; 65_536 * 4];
+        let err = encode_rgba(&wide, 65_536, 1, ImageFormat::Jpeg).unwrap_err();
+        assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Jpeg, max: 65_535 });
+        assert!(encode_rgba(&wide, 65_536, 1, ImageFormat::Png).is_ok());
+    }
+
+    #[test]
+    fn every_format_writes_its_signature() {
+        // A 2x2 page with one red pixel: colour path; and an all-grey one: grey path.
+        let colour = [255, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
+        let grey = [0, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
+        for rgba in [colour, grey] {
+            assert!(encode_rgba(&rgba, 2, 2, ImageFormat::Png).unwrap().starts_with(b"\x89PNG"));
+            assert!(
+                encode_rgba(&rgba, 2, 2, ImageFormat::Jpeg).unwrap().starts_with(&[0xFF, 0xD8])
+            );
+            let webp = encode_rgba(&rgba, 2, 2, ImageFormat::Webp).unwrap();
+            assert!(webp.starts_with(b"RIFF") && &webp[8..12] == b"WEBP");
+        }
+    }
+}

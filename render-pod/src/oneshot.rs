@@ -1,0 +1,123 @@
+//! One-shot terminal subcommands: `info` and `render` on a local file, without the service.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::encode::ImageFormat;
+use crate::ops::{Executor, Op, OpError, OpLimits, OpOutput, RenderSize};
+use crate::pdfium_lib::{self, PdfiumLoadError};
+
+/// The one-shot subcommands, flattened into the binary's CLI.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum OneShot {
+    /// Print a PDF's page count, page sizes, rotation, encryption and metadata as JSON.
+    Info(InfoArgs),
+    /// Render one page of a PDF to an image file.
+    Render(RenderArgs),
+}
+
+/// Arguments of `info`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InfoArgs {
+    /// The PDF to read.
+    pub file: PathBuf,
+    /// Password of an encrypted PDF.
+    #[arg(long)]
+    pub password: Option<String>,
+}
+
+/// Arguments of `render`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    /// The PDF to read.
+    pub file: PathBuf,
+    /// 1-based page number.
+    #[arg(long, default_value_t = 1)]
+    pub page: u32,
+    /// Resolution in dots per inch (72 = one pixel per point); default 150.
+    #[arg(long, conflicts_with = "width")]
+    pub dpi: Option<f32>,
+    /// Target width in pixels instead of a dpi; the height keeps the aspect ratio.
+    #[arg(long)]
+    pub width: Option<u32>,
+    /// png, jpeg or webp.
+    #[arg(long, default_value = "png")]
+    pub format: ImageFormat,
+    /// Where to write the image.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Password of an encrypted PDF.
+    #[arg(long)]
+    pub password: Option<String>,
+}
+
+/// Dpi when neither `--dpi` nor `--width` is given.
+pub const DEFAULT_DPI: f32 = 150.0;
+
+/// Why a one-shot command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OneShotError {
+    /// PDFium could not be found or bound.
+    #[error(transparent)]
+    Pdfium(#[from] PdfiumLoadError),
+    /// The input file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The operation failed on the document.
+    #[error("{path}: {source}")]
+    Op { path: PathBuf, source: OpError },
+    /// The output could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The operation returned something other than what the command prints.
+    #[error("unexpected result from the document operation")]
+    UnexpectedOutput,
+}
+
+/// Runs a one-shot command, printing to stdout.
+pub fn run(cmd: OneShot) -> Result<(), OneShotError> {
+    run_to(cmd, &mut std::io::stdout().lock())
+}
+
+/// Runs a one-shot command, printing to `out` (the info JSON, or the rendered image's size).
+pub fn run_to(cmd: OneShot, out: &mut impl Write) -> Result<(), OneShotError> {
+    let (file, password, op) = match &cmd {
+        OneShot::Info(args) => (&args.file, &args.password, Op::Info),
+        OneShot::Render(args) => {
+            let size = match (args.width, args.dpi) {
+                (Some(width), _) => RenderSize::Width(width),
+                (None, dpi) => RenderSize::Dpi(dpi.unwrap_or(DEFAULT_DPI)),
+            };
+            (&args.file, &args.password, Op::Render { page: args.page, size, format: args.format })
+        }
+    };
+    let bytes =
+        std::fs::read(file).map_err(|source| OneShotError::Read { path: file.clone(), source })?;
+    let mut executor = Executor::new(pdfium_lib::bind()?, OpLimits::default());
+    let output = executor
+        .execute(&bytes, password.as_deref(), &op)
+        .map_err(|source| OneShotError::Op { path: file.clone(), source })?;
+    let stdout_error = |source| OneShotError::Write { path: "<stdout>".into(), source };
+    match (cmd, output) {
+        (OneShot::Info(_), OpOutput::Info(info)) => {
+            serde_json::to_writer_pretty(&mut *out, &info)
+                .map_err(|e| stdout_error(std::io::Error::other(e)))?;
+            writeln!(out).map_err(stdout_error)
+        }
+        (OneShot::Render(args), OpOutput::Image(image)) => {
+            std::fs::write(&args.output, &image.bytes)
+                .map_err(|source| OneShotError::Write { path: args.output.clone(), source })?;
+            writeln!(
+                out,
+                "{}: {}x{} {}, {} bytes",
+                args.output.display(),
+                image.width,
+                image.height,
+                image.format,
+                image.bytes.len()
+            )
+            .map_err(stdout_error)
+        }
+        _ => Err(OneShotError::UnexpectedOutput),
+    }
+}

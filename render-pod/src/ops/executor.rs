@@ -1,0 +1,110 @@
+//! The per-worker executor: one PDFium, the last opened document, the limits.
+
+use pdfium_render::prelude::{PdfDocument, Pdfium};
+
+use super::cache::DocumentCache;
+use super::{
+    Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, render, size, watermark,
+};
+
+/// Owns one bound PDFium and the last opened document. One per worker process (PDFium is not
+/// thread-safe).
+pub struct Executor {
+    pdfium: &'static Pdfium,
+    cache: DocumentCache,
+    limits: OpLimits,
+}
+
+impl Executor {
+    /// An executor over `pdfium` enforcing `limits`.
+    pub fn new(pdfium: Pdfium, limits: OpLimits) -> Self {
+        // A PdfDocument borrows the Pdfium that opened it. The worker keeps this Pdfium for its
+        // whole life, so leaking it (once per executor, one executor per process) lets the cache
+        // hold a PdfDocument<'static> without a self-referential struct.
+        let pdfium: &'static Pdfium = Box::leak(Box::new(pdfium));
+        Self { pdfium, cache: DocumentCache::new(pdfium), limits }
+    }
+
+    /// The limits this executor enforces.
+    pub fn limits(&self) -> OpLimits {
+        self.limits
+    }
+
+    /// How many times a document was parsed so far (diagnostics: shows reuse working).
+    pub fn document_loads(&self) -> u64 {
+        self.cache.loads()
+    }
+
+    /// Hashes `doc` (sha256) and reuses the open document when the same bytes and password came
+    /// last, so consecutive pages of one document are parsed once.
+    pub fn execute(
+        &mut self,
+        doc: &[u8],
+        password: Option<&str>,
+        op: &Op,
+    ) -> Result<OpOutput, OpError> {
+        precheck(op, self.limits)?;
+        let limits = self.limits;
+        match op {
+            Op::Info => info::document_info(self.cache.get(doc, password)?).map(OpOutput::Info),
+            Op::Extract { pages, max_chars } => {
+                let document = self.cache.get(doc, password)?;
+                let selected = selected_pages(document, pages.as_ref(), limits)?;
+                extract::extract_text(document, &selected, *max_chars).map(OpOutput::Text)
+            }
+            Op::Render { page, size, format } => {
+                let document = self.cache.get(doc, password)?;
+                render::render_page(document, *page, *size, *format, limits.max_pixels)
+                    .map(OpOutput::Image)
+            }
+            Op::Watermark { text } => {
+                watermark::watermark(self.pdfium, doc, password, text, limits.max_pages)
+                    .map(OpOutput::Pdf)
+            }
+        }
+    }
+}
+
+/// Checks that need no document, so a bad request costs no parse.
+fn precheck(op: &Op, limits: OpLimits) -> Result<(), OpError> {
+    match op {
+        Op::Info => Ok(()),
+        Op::Extract { pages, .. } => match pages {
+            Some(selection) => check_page_budget(selection.count(), limits),
+            None => Ok(()),
+        },
+        Op::Render { page, size, .. } => {
+            if *page == 0 {
+                return Err(OpError::invalid("pages are numbered from 1"));
+            }
+            size::validate(*size)
+        }
+        Op::Watermark { text } => watermark::validate_text(text),
+    }
+}
+
+fn check_page_budget(requested: u64, limits: OpLimits) -> Result<(), OpError> {
+    if requested > u64::from(limits.max_pages) {
+        return Err(OpError::TooManyPages { requested, max: limits.max_pages });
+    }
+    Ok(())
+}
+
+/// The 1-based pages an extract covers: the selection, or the whole document.
+fn selected_pages(
+    doc: &PdfDocument,
+    selection: Option<&PageSelection>,
+    limits: OpLimits,
+) -> Result<Vec<u32>, OpError> {
+    let page_count = super::page_count(doc);
+    let all;
+    let selection = match selection {
+        Some(selection) => selection,
+        None => {
+            all = PageSelection::all(page_count);
+            &all
+        }
+    };
+    check_page_budget(selection.count(), limits)?;
+    selection.resolve(page_count)
+}

@@ -1,0 +1,62 @@
+//! `Render`: one page to an encoded image, with every size check done before the bitmap exists.
+
+use pdfium_render::prelude::{
+    PdfBitmap, PdfBitmapFormat, PdfColor, PdfDocument, PdfPage, PdfRenderConfig,
+};
+
+use super::{ImageFormat, ImageOutput, OpError, RenderSize, size};
+use crate::encode::{self, EncodeError};
+
+/// Renders 1-based `page_no` at `size` and encodes it as `format`.
+pub fn render_page(
+    doc: &PdfDocument,
+    page_no: u32,
+    size: RenderSize,
+    format: ImageFormat,
+    max_pixels: u64,
+) -> Result<ImageOutput, OpError> {
+    let index = super::checked_page_index(doc, page_no)?;
+    let page = doc.pages().get(index).map_err(|e| OpError::pdfium("loading page", e))?;
+    // PDFium's page width and height are as displayed (after /Rotate), and rendering with no
+    // extra rotation applies /Rotate, so the bitmap is the page as a viewer shows it.
+    let (width, height) = size::pixel_size(page.width().value, page.height().value, size)?;
+    let (w, h) = size::check_pixels(width, height, max_pixels)?;
+    let max_dimension = u64::from(format.max_dimension());
+    if width > max_dimension || height > max_dimension {
+        return Err(OpError::invalid(format!(
+            "{format} images are at most {max_dimension} pixels wide or high, this page would be \
+             {width}x{height}"
+        )));
+    }
+    let rgba = render_rgba(&page, w, h)?;
+    let (width, height) = (width as u32, height as u32);
+    let bytes = encode::encode_rgba(&rgba, width, height, format).map_err(encode_error)?;
+    Ok(ImageOutput { bytes, width, height, format })
+}
+
+/// Renders `page` onto white at exactly `width` x `height` pixels (already checked against the
+/// budget), returning packed RGBA rows.
+pub fn render_rgba(page: &PdfPage, width: i32, height: i32) -> Result<Vec<u8>, OpError> {
+    let len = usize::try_from(i64::from(width) * i64::from(height) * 4)
+        .map_err(|_| OpError::invalid(format!("bitmap size {width}x{height} is invalid")))?;
+    let mut rgba = vec![0u8; len];
+    {
+        let mut bitmap = PdfBitmap::from_bytes(width, height, PdfBitmapFormat::BGRA, &mut rgba)
+            .map_err(|e| OpError::pdfium("creating bitmap", e))?;
+        // Byte order reversed: PDFium writes RGBA, what the encoders take without a copy.
+        let config = PdfRenderConfig::new()
+            .set_fixed_size(width, height)
+            .set_reverse_byte_order(true)
+            .set_clear_color(PdfColor::WHITE);
+        page.render_into_bitmap_with_config(&mut bitmap, &config)
+            .map_err(|e| OpError::pdfium("rendering page", e))?;
+    }
+    Ok(rgba)
+}
+
+fn encode_error(e: EncodeError) -> OpError {
+    match e {
+        EncodeError::TooLarge { .. } => OpError::invalid(e.to_string()),
+        other => OpError::Internal { detail: other.to_string() },
+    }
+}
