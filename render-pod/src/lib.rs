@@ -1,3 +1,13 @@
 //! render-pod: PDFium page images, text, watermarks and Office conversion, one process per slot.
 
+pub mod config;
+pub mod drain;
+pub mod encode;
+pub mod engine;
+pub mod http;
+pub mod limits;
+pub mod metrics;
+pub mod oneshot;
+pub mod ops;
 pub mod pdfium_lib;
+pub mod serve;

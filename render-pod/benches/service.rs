@@ -1,0 +1,233 @@
+//! Service benchmark: the real `render-pod serve` (release build) against baselines run in the
+//! same process. Prints figures; asserts nothing about time.
+//!
+//! 1. Page render throughput at 150 dpi PNG with every slot busy, against PDFium called
+//!    in-process in one loop with the same encoder (the per-slot limit).
+//! 2. `/healthz` latency while every slot is busy and the queue is full.
+//! 3. Six concurrent `/v1/extract` of gnuplot.pdf against six in a row divided by the slots.
+//! 4. Peak RSS of each worker and of the supervisor.
+//!
+//! Run: cargo bench -p render-pod --bench service
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Server, doc};
+use render_pod::ops::{Executor, ImageFormat, Op, OpLimits, RenderSize};
+
+/// Pages of R-intro.pdf (a text manual) rendered per pass.
+const PAGES: u32 = 40;
+
+fn render_op(page: u32) -> Op {
+    Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png }
+}
+
+/// Pages per second of PDFium + the service's PNG encoder in this process, one loop.
+fn in_process_limit(bytes: &[u8]) -> f64 {
+    let mut executor = Executor::new(render_pod::pdfium_lib::bind().unwrap(), OpLimits::default());
+    executor.execute(bytes, None, &render_op(1)).unwrap(); // open once, as a worker would
+    let start = Instant::now();
+    for page in 1..=PAGES {
+        executor.execute(bytes, None, &render_op(page)).unwrap();
+    }
+    f64::from(PAGES) / start.elapsed().as_secs_f64()
+}
+
+/// Pages per second through the service with `concurrency` clients over `passes` x PAGES.
+async fn service_throughput(
+    server: &Arc<Server>,
+    bytes: &Arc<Vec<u8>>,
+    concurrency: usize,
+    passes: u32,
+) -> f64 {
+    let pages: Vec<u32> = (0..passes).flat_map(|_| 1..=PAGES).collect();
+    let total = pages.len();
+    let queue = Arc::new(std::sync::Mutex::new(pages));
+    let start = Instant::now();
+    let clients: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (server, bytes, queue) = (server.clone(), bytes.clone(), queue.clone());
+            tokio::spawn(async move {
+                loop {
+                    let Some(page) = queue.lock().unwrap().pop() else { return };
+                    let response = server
+                        .post(&format!("/v1/render?page={page}&dpi=150"), bytes.to_vec())
+                        .await;
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+/// `/healthz` latencies while clients keep every slot busy and the queue full.
+async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) {
+    let heavy = Arc::new(doc("pdf/gnuplot.pdf"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..24)
+        .map(|i| {
+            let (server, heavy, stop) = (server.clone(), heavy.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let page = 1 + (i * 7) % 300;
+                    let response = server
+                        .post(&format!("/v1/render?page={page}&dpi=300"), heavy.to_vec())
+                        .await;
+                    if response.status() == 503 {
+                        // A well-behaved client waits as told (the service says at least 1 s).
+                        let retry_after = response.headers()["retry-after"].to_str().unwrap();
+                        let secs: u64 = retry_after.parse().unwrap();
+                        tokio::time::sleep(Duration::from_secs(secs)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Let the queue fill.
+    let start = Instant::now();
+    while server.readyz().await["engine"]["queued"].as_u64() < Some(8)
+        && start.elapsed() < Duration::from_secs(20)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let client = reqwest::Client::new();
+    let mut latencies = Vec::new();
+    let mut full_samples = 0;
+    for i in 0..1000 {
+        let t = Instant::now();
+        let response = client.get(server.url("/healthz")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+        latencies.push(t.elapsed());
+        if i % 50 == 0 {
+            let engine = server.readyz().await["engine"].clone();
+            if engine["queued"] == engine["queue_depth"] && engine["busy"] == engine["slots"] {
+                full_samples += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for loader in loaders {
+        loader.await.unwrap();
+    }
+    latencies.sort();
+    (latencies, f64::from(full_samples) / 20.0)
+}
+
+async fn extract_six(server: &Arc<Server>, concurrent: bool) -> Duration {
+    let bytes = Arc::new(doc("pdf/gnuplot.pdf"));
+    let start = Instant::now();
+    if concurrent {
+        let all: Vec<_> = (0..6)
+            .map(|_| {
+                let (server, bytes) = (server.clone(), bytes.clone());
+                tokio::spawn(async move {
+                    let response = server.post("/v1/extract", bytes.to_vec()).await;
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                })
+            })
+            .collect();
+        for one in all {
+            one.await.unwrap();
+        }
+    } else {
+        for _ in 0..6 {
+            let response = server.post("/v1/extract", bytes.to_vec()).await;
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap();
+        }
+    }
+    start.elapsed()
+}
+
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
+}
+
+fn main() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let bytes = Arc::new(doc("pdf/R-intro.pdf"));
+        let limit_before = in_process_limit(&bytes);
+
+        let server = Arc::new(Server::start(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
+        let ready = server.wait_ready().await;
+        let slots = ready["engine"]["slots"].as_u64().unwrap() as f64;
+        // Warm every worker's document cache, then measure with all slots busy (2 per slot).
+        service_throughput(&server, &bytes, slots as usize, 1).await;
+        let service = service_throughput(&server, &bytes, 2 * slots as usize, 3).await;
+
+        let sequential = extract_six(&server, false).await;
+        let concurrent = extract_six(&server, true).await;
+        let ideal = sequential.as_secs_f64() / slots;
+
+        let (latencies, full_share) = healthz_under_saturation(&server).await;
+        // The limit again, with the service idle: the machine is shared, take the better run.
+        let limit_after = in_process_limit(&bytes);
+        let limit = limit_before.max(limit_after);
+
+        let status = server.readyz().await;
+        println!();
+        println!("== render-pod service benchmark (slots: {slots}, {})", ready["plan"]["reason"]);
+        println!("render 150 dpi PNG, R-intro.pdf pages 1-{PAGES}:");
+        println!(
+            "  in-process PDFium, one loop (limit per slot): {limit:8.1} pages/s  (runs: {limit_before:.1}, {limit_after:.1})"
+        );
+        println!("  service, all slots busy:                      {service:8.1} pages/s");
+        println!(
+            "  ratio service / (limit x slots):              {:8.3}  (target >= 0.9)",
+            service / (limit * slots)
+        );
+        println!("  per slot: {:.1} pages/s = {:.3} of the limit", service / slots, service / slots / limit);
+        println!("six /v1/extract of gnuplot.pdf (311 pages):");
+        println!("  six in a row:      {:7.3} s  (/ {slots} slots = {ideal:.3} s)", sequential.as_secs_f64());
+        println!(
+            "  six concurrently:  {:7.3} s  = {:.3} of the ideal (target within 1.15)",
+            concurrent.as_secs_f64(),
+            concurrent.as_secs_f64() / ideal
+        );
+        println!(
+            "/healthz with every slot busy and the queue full ({} samples, queue full in {:.0}% of checks):",
+            latencies.len(),
+            full_share * 100.0
+        );
+        println!(
+            "  p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms  (target p99 < 5 ms)",
+            percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+            latencies.last().unwrap().as_secs_f64() * 1e3
+        );
+        println!("peak RSS (VmHWM):");
+        println!("  supervisor: {:.1} MiB", peak_rss_mib(server.pid()));
+        for worker in status["engine"]["workers"].as_array().unwrap() {
+            let peak = worker["memory"]["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
+            println!(
+                "  worker slot {} (pid {}, {} jobs): {:.1} MiB",
+                worker["slot"], worker["pid"], worker["jobs"], peak
+            );
+        }
+        println!(
+            "  (workers are recycled after jobs/memory, so a slot's peak is its current worker's)"
+        );
+    });
+}

@@ -1,0 +1,117 @@
+//! `render-pod serve` settings: every flag also reads an environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use renderpool_sizing::{DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, parse_memory_bytes};
+
+use crate::ops::OpLimits;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `render-pod serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "RENDERPOD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Slot count, replacing the one derived from the cgroup limits.
+    #[arg(long, env = "RENDERPOD_SLOTS")]
+    pub slots: Option<u32>,
+    /// Memory budget per worker (also its recycle threshold), e.g. 512Mi.
+    #[arg(long, env = "RENDERPOD_MEMORY_PER_SLOT", value_parser = parse_memory_bytes,
+          default_value_t = DEFAULT_MEMORY_PER_SLOT)]
+    pub memory_per_slot: u64,
+    /// Memory kept for the supervisor before slots are counted, e.g. 128Mi.
+    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes,
+          default_value_t = DEFAULT_SUPERVISOR_OVERHEAD)]
+    pub supervisor_overhead: u64,
+    /// Jobs that may wait for a slot; beyond this requests get 503 at once.
+    #[arg(long, env = "RENDERPOD_QUEUE_DEPTH", default_value_t = 64)]
+    pub queue_depth: usize,
+    /// Milliseconds from arrival after which a job is dropped or its worker killed.
+    #[arg(long, env = "RENDERPOD_JOB_DEADLINE_MS", default_value_t = 30_000)]
+    pub job_deadline_ms: u64,
+    /// Milliseconds between SIGTERM (readiness goes false at once) and refusing new work.
+    #[arg(long, env = "RENDERPOD_DRAIN_DELAY_MS", default_value_t = 5_000)]
+    pub drain_delay_ms: u64,
+    /// Milliseconds in-flight requests get to finish after new work stops being taken.
+    #[arg(long, env = "RENDERPOD_GRACE_PERIOD_MS", default_value_t = 30_000)]
+    pub grace_period_ms: u64,
+    /// Largest accepted request body, e.g. 100Mi.
+    #[arg(long, env = "RENDERPOD_MAX_BODY_BYTES", value_parser = parse_memory_bytes,
+          default_value_t = 100 << 20)]
+    pub max_body_bytes: u64,
+    /// Jobs after which a worker is replaced (plus up to 10% jitter).
+    #[arg(long, env = "RENDERPOD_RECYCLE_AFTER_JOBS", default_value_t = 500)]
+    pub recycle_after_jobs: u64,
+    /// Largest rendered page in pixels (width x height).
+    #[arg(long, env = "RENDERPOD_MAX_PIXELS", default_value_t = OpLimits::default().max_pixels)]
+    pub max_pixels: u64,
+    /// Most pages one request may name.
+    #[arg(long, env = "RENDERPOD_MAX_PAGES", default_value_t = OpLimits::default().max_pages)]
+    pub max_pages: u32,
+    /// Milliseconds a document that crashed a worker is refused.
+    #[arg(long, env = "RENDERPOD_POISON_TTL_MS", default_value_t = 600_000)]
+    pub poison_ttl_ms: u64,
+    /// Scheduling niceness of worker processes (0 to 19); above 0 the HTTP front (health
+    /// checks, admission, rejections) gets the CPU first when it wakes up.
+    #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub worker_nice: i32,
+    /// Log format.
+    #[arg(long, env = "RENDERPOD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Executable started as `<exe> worker` for each slot (default: this binary).
+    #[arg(long, env = "RENDERPOD_WORKER_EXE", hide = true)]
+    pub worker_exe: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The per-job limits workers enforce.
+    pub fn op_limits(&self) -> OpLimits {
+        OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages }
+    }
+
+    /// Job deadline.
+    pub fn job_deadline(&self) -> Duration {
+        Duration::from_millis(self.job_deadline_ms)
+    }
+}
+
+/// Flags of the hidden `render-pod worker` subcommand (set by the supervisor).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// Largest rendered page in pixels.
+    #[arg(long)]
+    pub max_pixels: u64,
+    /// Most pages one job may touch.
+    #[arg(long)]
+    pub max_pages: u32,
+}
+
+impl WorkerArgs {
+    /// The arguments that start a worker with `limits`.
+    pub fn command_line(limits: OpLimits) -> Vec<std::ffi::OsString> {
+        vec![
+            "worker".into(),
+            "--max-pixels".into(),
+            limits.max_pixels.to_string().into(),
+            "--max-pages".into(),
+            limits.max_pages.to_string().into(),
+        ]
+    }
+
+    /// The limits these flags name.
+    pub fn limits(&self) -> OpLimits {
+        OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages }
+    }
+}

@@ -1,0 +1,94 @@
+//! Jobs: one operation on one document, with a deadline and a reply channel.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use tokio::sync::oneshot;
+
+use crate::ops::{Op, OpError, OpOutput};
+
+use super::poison::DocHash;
+
+/// What a worker is asked to do.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The document (shared with the request body, never copied per page task).
+    pub doc: Bytes,
+    /// Its sha256, for the poison list.
+    pub hash: DocHash,
+    /// Password for an encrypted document.
+    pub password: Option<String>,
+    /// The operation.
+    pub op: Op,
+}
+
+/// A task in the queue.
+#[derive(Debug)]
+pub struct Job {
+    /// The work.
+    pub task: Task,
+    /// When the request arrived.
+    pub arrived: Instant,
+    /// After this the job is dropped (queued) or its worker killed (running).
+    pub deadline: Instant,
+    /// Where the answer goes; closed when the client gave up.
+    pub reply: oneshot::Sender<Result<OpOutput, JobError>>,
+}
+
+/// Why a job produced no output.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// The operation itself failed (bad document, bad page, ...).
+    #[error(transparent)]
+    Op(#[from] OpError),
+    /// The queue is full.
+    #[error("all {slots} slots are busy and the queue of {depth} is full")]
+    QueueFull { slots: u32, depth: usize, retry_after_secs: u64 },
+    /// The service is shutting down.
+    #[error("the service is shutting down")]
+    Draining,
+    /// The deadline passed, in the queue or while running.
+    #[error("the job passed its deadline of {} ms{}", deadline.as_millis(), if *queued { " while queued" } else { "; its worker was stopped" })]
+    DeadlineExceeded { deadline: Duration, queued: bool },
+    /// The worker died during the job.
+    #[error("the worker crashed while processing the document ({detail})")]
+    WorkerCrashed { detail: String },
+    /// The document crashed a worker recently.
+    #[error("this document crashed a worker and is refused for another {remaining_secs} s")]
+    Quarantined { remaining_secs: u64 },
+}
+
+impl JobError {
+    /// The stable machine-readable code for the API's error body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JobError::Op(e) => e.code(),
+            JobError::QueueFull { .. } => "overloaded",
+            JobError::Draining => "shutting_down",
+            JobError::DeadlineExceeded { .. } => "deadline_exceeded",
+            JobError::WorkerCrashed { .. } => "worker_crashed",
+            JobError::Quarantined { .. } => "document_quarantined",
+        }
+    }
+
+    /// The HTTP status that fits.
+    pub fn status(&self) -> u16 {
+        match self {
+            JobError::Op(e) => e.status(),
+            JobError::QueueFull { .. } | JobError::Draining => 503,
+            JobError::DeadlineExceeded { .. } => 504,
+            JobError::WorkerCrashed { .. } => 502,
+            JobError::Quarantined { .. } => 422,
+        }
+    }
+
+    /// Seconds for a `Retry-After` header, where retrying makes sense.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            JobError::QueueFull { retry_after_secs, .. } => Some(*retry_after_secs),
+            JobError::Draining => Some(1),
+            JobError::Quarantined { remaining_secs } => Some(*remaining_secs),
+            _ => None,
+        }
+    }
+}

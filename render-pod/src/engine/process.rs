@@ -1,0 +1,173 @@
+//! One worker process seen from the supervisor: spawn, hand it a job, wait, kill.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::BufReader;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::ops::{OpError, OpOutput};
+
+use super::procfs;
+use super::protocol::{self, ProtocolError, WorkerMessage};
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    /// The executable (this binary; in tests the built `render-pod`).
+    pub exe: PathBuf,
+    /// Arguments that make it a worker (`worker --max-pixels ...`).
+    pub args: Vec<OsString>,
+    /// How long PDFium may take to bind before the start counts as failed.
+    pub ready_timeout: Duration,
+    /// Niceness added to the worker's (0..=19), so the front wins the CPU when it wakes.
+    pub nice: i32,
+}
+
+/// A worker that failed to start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The process could not be created.
+    #[error("cannot start {exe}: {source}")]
+    Exec { exe: PathBuf, source: std::io::Error },
+    /// It started but never said it was ready.
+    #[error("worker did not become ready: {0}")]
+    NotReady(String),
+}
+
+/// A live worker process with its pipes.
+pub struct WorkerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pid: u32,
+    started: Instant,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its ready frame.
+    pub async fn spawn(command: &WorkerCommand) -> Result<Self, SpawnError> {
+        let mut cmd = Command::new(&command.exe);
+        cmd.args(&command.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        // SAFETY: prctl and nice are async-signal-safe syscalls on the child's own state.
+        // The worker dies with the supervisor, so a killed supervisor never leaks PDFium
+        // processes; and it runs niced, so the HTTP front (health checks, admission, rejections)
+        // gets the CPU at once when it wakes up, while workers still use every idle cycle.
+        let nice = command.nice;
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Relative to the supervisor; raising niceness needs no privilege and the kernel
+                // clamps it at 19, so the result carries nothing to act on.
+                libc::nice(nice);
+                Ok(())
+            });
+        }
+        let exec_err = |source| SpawnError::Exec { exe: command.exe.clone(), source };
+        let mut child = cmd.spawn().map_err(exec_err)?;
+        let (Some(stdin), Some(stdout), Some(pid)) =
+            (child.stdin.take(), child.stdout.take(), child.id())
+        else {
+            return Err(SpawnError::NotReady("child has no pipes".into()));
+        };
+        let mut worker = Self {
+            child,
+            stdin,
+            stdout: BufReader::with_capacity(1 << 16, stdout),
+            pid,
+            started: Instant::now(),
+        };
+        let ready = tokio::time::timeout(
+            command.ready_timeout,
+            protocol::read_frame_async(&mut worker.stdout),
+        )
+        .await;
+        let not_ready = match ready {
+            Ok(Ok(frame)) => match protocol::decode::<WorkerMessage>(&frame) {
+                Ok(WorkerMessage::Ready) => return Ok(worker),
+                Ok(other) => format!("unexpected first message {other:?}"),
+                Err(e) => e.to_string(),
+            },
+            Ok(Err(_)) => match worker.kill().await {
+                Some(status) => procfs::describe_exit(status),
+                None => "pipe closed".into(),
+            },
+            Err(_) => format!("no ready frame within {:?}", command.ready_timeout),
+        };
+        worker.kill().await;
+        Err(SpawnError::NotReady(not_ready))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// How long ago it started.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Sends one job and waits for the answer. A pipe error means the worker died.
+    pub async fn run(
+        &mut self,
+        header: &[u8],
+        doc: &[u8],
+    ) -> Result<Result<OpOutput, OpError>, ProtocolError> {
+        protocol::write_frame_async(&mut self.stdin, header).await?;
+        protocol::write_frame_async(&mut self.stdin, doc).await?;
+        let frame = protocol::read_frame_async(&mut self.stdout).await?;
+        match protocol::decode::<WorkerMessage>(&frame)? {
+            WorkerMessage::Done(result) => Ok(result),
+            WorkerMessage::Ready => {
+                Err(ProtocolError::Io(std::io::Error::other("worker sent a second ready frame")))
+            }
+        }
+    }
+
+    /// Resolves when the process ends on its own (used while the slot is idle).
+    pub async fn exited(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Kills the process and reaps it; `None` if it could not be reaped.
+    pub async fn kill(&mut self) -> Option<ExitStatus> {
+        // An already-dead process makes start_kill fail; wait still reaps it.
+        let _ = self.child.start_kill();
+        self.child.wait().await.ok()
+    }
+
+    /// How the process ended after its pipe broke: waits briefly for it to go, then kills it.
+    pub async fn reap_after_pipe_error(&mut self) -> String {
+        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) => procfs::describe_exit(status),
+            _ => match self.kill().await {
+                Some(status) => format!("pipe broke, then {}", procfs::describe_exit(status)),
+                None => "pipe broke".into(),
+            },
+        }
+    }
+
+    /// Closes stdin so the worker exits by itself; kills it if it has not within `grace`.
+    pub async fn stop(self, grace: Duration) {
+        let Self { mut child, stdin, .. } = self;
+        drop(stdin);
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    /// Resident memory right now.
+    pub fn memory(&self) -> Option<procfs::Memory> {
+        procfs::memory(self.pid)
+    }
+}

@@ -1,0 +1,158 @@
+//! The pipe protocol between the supervisor and a worker: length-prefixed frames.
+//!
+//! A frame is a little-endian `u32` length and that many bytes. The supervisor sends a job as two
+//! frames (a postcard-encoded [`JobHeader`], then the raw document, so the document is written
+//! straight from the request body without re-encoding); the worker answers with one
+//! postcard-encoded [`WorkerMessage`] frame.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::ops::{Op, OpError, OpOutput};
+
+/// Largest frame either side accepts; a bigger length prefix means a corrupt stream.
+pub const MAX_FRAME: usize = 1 << 30;
+
+/// What to do with the document that follows in the next frame.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobHeader {
+    /// Password for an encrypted document.
+    pub password: Option<String>,
+    /// The operation.
+    pub op: Op,
+}
+
+/// A frame from a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum WorkerMessage {
+    /// PDFium is bound; the worker takes jobs.
+    Ready,
+    /// The answer to the last job.
+    Done(Result<OpOutput, OpError>),
+}
+
+/// A broken or undecodable stream.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The pipe failed or closed (the peer died).
+    #[error("pipe: {0}")]
+    Io(#[from] io::Error),
+    /// A frame did not decode.
+    #[error("undecodable frame: {0}")]
+    Decode(#[from] postcard::Error),
+    /// A length prefix above [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+}
+
+/// Encodes a message for a frame.
+pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, ProtocolError> {
+    Ok(postcard::to_stdvec(message)?)
+}
+
+/// Decodes a frame's message.
+pub fn decode<'a, T: Deserialize<'a>>(frame: &'a [u8]) -> Result<T, ProtocolError> {
+    Ok(postcard::from_bytes(frame)?)
+}
+
+fn prefix(len: usize) -> Result<[u8; 4], ProtocolError> {
+    if len > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(len));
+    }
+    Ok(u32::try_from(len).map_err(|_| ProtocolError::TooLarge(len))?.to_le_bytes())
+}
+
+fn checked_len(prefix: [u8; 4]) -> Result<usize, ProtocolError> {
+    let len = usize::try_from(u32::from_le_bytes(prefix)).unwrap_or(usize::MAX);
+    if len > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Writes one frame (blocking side: the worker).
+pub fn write_frame(out: &mut impl Write, payload: &[u8]) -> Result<(), ProtocolError> {
+    out.write_all(&prefix(payload.len())?)?;
+    out.write_all(payload)?;
+    Ok(())
+}
+
+/// Reads one frame (blocking side); `None` on a clean end of stream between frames.
+pub fn read_frame(input: &mut impl Read) -> Result<Option<Vec<u8>>, ProtocolError> {
+    let mut len = [0u8; 4];
+    match input.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut payload = vec![0u8; checked_len(len)?];
+    input.read_exact(&mut payload)?;
+    Ok(Some(payload))
+}
+
+/// Writes one frame (async side: the supervisor).
+pub async fn write_frame_async(
+    out: &mut (impl AsyncWrite + Unpin),
+    payload: &[u8],
+) -> Result<(), ProtocolError> {
+    out.write_all(&prefix(payload.len())?).await?;
+    out.write_all(payload).await?;
+    Ok(())
+}
+
+/// Reads one frame (async side); end of stream is an error here: the worker owes an answer.
+pub async fn read_frame_async(
+    input: &mut (impl AsyncRead + Unpin),
+) -> Result<Vec<u8>, ProtocolError> {
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len).await?;
+    let mut payload = vec![0u8; checked_len(len)?];
+    input.read_exact(&mut payload).await?;
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_end_cleanly() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, b"hello").unwrap();
+        write_frame(&mut buf, b"").unwrap();
+        let mut input = io::Cursor::new(buf);
+        assert_eq!(read_frame(&mut input).unwrap().unwrap(), b"hello");
+        assert_eq!(read_frame(&mut input).unwrap().unwrap(), b"");
+        assert!(read_frame(&mut input).unwrap().is_none());
+    }
+
+    #[test]
+    fn oversized_prefix_is_refused_before_allocating() {
+        let mut input = io::Cursor::new(u32::MAX.to_le_bytes().to_vec());
+        assert!(matches!(read_frame(&mut input), Err(ProtocolError::TooLarge(_))));
+    }
+
+    #[test]
+    fn truncated_payload_is_an_error() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, b"hello").unwrap();
+        buf.truncate(6);
+        assert!(read_frame(&mut io::Cursor::new(buf)).is_err());
+    }
+
+    #[tokio::test]
+    async fn async_side_reads_what_the_blocking_side_writes() {
+        let header = JobHeader { password: Some("pw".into()), op: Op::Info };
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &encode(&header).unwrap()).unwrap();
+        let frame = read_frame_async(&mut buf.as_slice()).await.unwrap();
+        let back: JobHeader = decode(&frame).unwrap();
+        assert_eq!(back.password.as_deref(), Some("pw"));
+        assert!(matches!(back.op, Op::Info));
+        let mut empty: &[u8] = &[];
+        assert!(read_frame_async(&mut empty).await.is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! The worker process: one PDFium, jobs in over stdin, answers out over the original stdout.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use crate::ops::{Executor, OpLimits};
+use crate::pdfium_lib::{self, PdfiumLoadError};
+
+use super::protocol::{self, JobHeader, ProtocolError, WorkerMessage};
+
+/// Why a worker process stopped other than by its supervisor closing the pipe.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// PDFium could not be loaded.
+    #[error(transparent)]
+    Pdfium(#[from] PdfiumLoadError),
+    /// The pipe to the supervisor broke or carried garbage.
+    #[error("protocol: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// Moving stdout aside failed.
+    #[error("cannot set up the protocol pipe: {0}")]
+    Setup(std::io::Error),
+}
+
+/// Runs jobs until the supervisor closes stdin.
+pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
+    default_fault_handling();
+    let mut output = BufWriter::new(protocol_output().map_err(WorkerError::Setup)?);
+    let pdfium = pdfium_lib::bind()?;
+    let mut executor = Executor::new(pdfium, limits);
+    let mut input = BufReader::new(std::io::stdin().lock());
+    send(&mut output, &WorkerMessage::Ready)?;
+    while let Some(header) = protocol::read_frame(&mut input)? {
+        let header: JobHeader = protocol::decode(&header)?;
+        let Some(doc) = protocol::read_frame(&mut input)? else {
+            break;
+        };
+        let result = executor.execute(&doc, header.password.as_deref(), &header.op);
+        send(&mut output, &WorkerMessage::Done(result))?;
+    }
+    Ok(())
+}
+
+fn send(output: &mut BufWriter<File>, message: &WorkerMessage) -> Result<(), ProtocolError> {
+    protocol::write_frame(output, &protocol::encode(message)?)?;
+    output.flush()?;
+    Ok(())
+}
+
+/// Restores the default action (die) for SIGSEGV and SIGBUS. Rust's stack-overflow handler
+/// returns from a SIGSEGV that was not a guard-page fault and so swallows a signal sent with
+/// kill(2); a worker hit by SIGSEGV must die so the supervisor sees it and replaces it.
+fn default_fault_handling() {
+    // SAFETY: resetting signal dispositions at startup, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+    }
+}
+
+/// Takes the stdout pipe for the protocol and points fd 1 at stderr, so anything a library
+/// prints cannot corrupt the frame stream.
+fn protocol_output() -> std::io::Result<File> {
+    // SAFETY: plain fd duplication on this process's own descriptors; the new fd is owned by
+    // the returned File exactly once.
+    unsafe {
+        let fd = libc::dup(libc::STDOUT_FILENO);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let owned = OwnedFd::from_raw_fd(fd);
+        if libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(File::from(owned))
+    }
+}

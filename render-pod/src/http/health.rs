@@ -1,0 +1,39 @@
+//! `/healthz`, `/readyz` and `/metrics`: answered by the async front from memory, never queued.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::error::ApiError;
+
+/// Liveness: the front is answering.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: 200 while at least one slot has a live worker and the pod is not draining; the
+/// body shows the slot plan, each worker and the queue either way.
+pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
+    let engine = app.engine.status();
+    let draining = app.lifecycle.is_draining();
+    let ready = !draining && engine.alive > 0;
+    let body = serde_json::json!({
+        "ready": ready,
+        "draining": draining,
+        "plan": app.plan,
+        "engine": engine,
+    });
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body)).into_response()
+}
+
+/// Prometheus text exposition.
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let text = app.metrics.encode().map_err(|e| ApiError::internal(e.to_string()))?;
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+}

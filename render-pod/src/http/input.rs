@@ -1,0 +1,201 @@
+//! Reading the document from a request: raw body or multipart `file`, size-checked while read.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::{HeaderMap, StatusCode, header};
+use futures::StreamExt;
+
+use super::error::ApiError;
+
+/// Header carrying the password of an encrypted PDF.
+pub const PASSWORD_HEADER: &str = "x-pdf-password";
+
+/// What a declared content type says the body is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyKind {
+    /// A PDF (or unlabelled bytes, which PDFium will judge).
+    Pdf,
+    /// A multipart form whose `file` field holds the document.
+    Multipart,
+    /// An Office document (Word, Excel, PowerPoint, OpenDocument, RTF).
+    Office,
+    /// Anything else.
+    Unsupported(String),
+}
+
+/// Classifies a `Content-Type` value (parameters ignored).
+pub fn classify(content_type: Option<&str>) -> BodyKind {
+    let Some(value) = content_type else {
+        return BodyKind::Pdf;
+    };
+    let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match mime.as_str() {
+        // curl --data-binary labels bodies x-www-form-urlencoded unless told otherwise.
+        ""
+        | "application/pdf"
+        | "application/x-pdf"
+        | "application/octet-stream"
+        | "application/x-www-form-urlencoded" => BodyKind::Pdf,
+        "multipart/form-data" => BodyKind::Multipart,
+        "application/msword"
+        | "application/vnd.ms-excel"
+        | "application/vnd.ms-powerpoint"
+        | "application/rtf"
+        | "text/rtf" => BodyKind::Office,
+        m if m.starts_with("application/vnd.openxmlformats-officedocument.")
+            || m.starts_with("application/vnd.oasis.opendocument.") =>
+        {
+            BodyKind::Office
+        }
+        _ => BodyKind::Unsupported(mime),
+    }
+}
+
+/// True when the bytes start like an Office file (a ZIP container or an OLE compound file).
+pub fn looks_like_office(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0])
+}
+
+fn office_error() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "office_not_supported",
+        "Office documents are not converted yet: send a PDF",
+    )
+}
+
+fn unsupported(mime: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        format!(
+            "content type {mime:?} is not accepted: send application/pdf or multipart field \"file\""
+        ),
+    )
+}
+
+/// The password header, if present and valid UTF-8.
+pub fn password(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers.get(PASSWORD_HEADER) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .map(|s| Some(s.to_string()))
+            .map_err(|_| ApiError::invalid("X-Pdf-Password must be visible ASCII")),
+    }
+}
+
+/// Most bytes read and thrown away after refusing a request whose body was not read yet.
+const LINGER_BYTES: usize = 64 << 20;
+/// Longest time spent doing so.
+const LINGER_TIME: Duration = Duration::from_secs(10);
+
+/// Answers `error` without reading the body, but keeps reading and discarding the upload for a
+/// bounded while (as nginx's lingering close does), so the client finishes sending and sees the
+/// error instead of a broken pipe. Nothing is buffered.
+pub fn refuse(request: Request, error: ApiError) -> ApiError {
+    let mut stream = request.into_body().into_data_stream();
+    tokio::spawn(async move {
+        let mut seen = 0usize;
+        let discard = async {
+            while let Some(Ok(chunk)) = stream.next().await {
+                seen += chunk.len();
+                if seen > LINGER_BYTES {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER_TIME, discard).await;
+    });
+    error
+}
+
+/// Reads the document from the body, refusing more than `max` bytes before buffering them.
+pub async fn read_document(request: Request, max: u64) -> Result<Bytes, ApiError> {
+    let headers = request.headers();
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max) {
+        return Err(refuse(request, ApiError::too_large(max)));
+    }
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let bytes = match classify(content_type) {
+        BodyKind::Pdf => raw(request, max).await?,
+        BodyKind::Multipart => multipart_file(request, max).await?,
+        BodyKind::Office => return Err(refuse(request, office_error())),
+        BodyKind::Unsupported(mime) => return Err(refuse(request, unsupported(&mime))),
+    };
+    if looks_like_office(&bytes) {
+        return Err(office_error());
+    }
+    Ok(bytes)
+}
+
+/// The raw body; the router's `DefaultBodyLimit` stops reading past `max`.
+async fn raw(request: Request, max: u64) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, &()).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(max)
+        } else {
+            ApiError::invalid(format!("cannot read the request body: {}", e.body_text()))
+        }
+    })
+}
+
+async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
+    let mut form = Multipart::from_request(request, &())
+        .await
+        .map_err(|e| ApiError::invalid(format!("bad multipart body: {}", e.body_text())))?;
+    let field_error = |e: axum::extract::multipart::MultipartError| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(max)
+        } else {
+            ApiError::invalid(format!("bad multipart body: {}", e.body_text()))
+        }
+    };
+    while let Some(field) = form.next_field().await.map_err(field_error)? {
+        if field.name() != Some("file") {
+            continue;
+        }
+        match classify(field.content_type()) {
+            BodyKind::Office => return Err(office_error()),
+            BodyKind::Unsupported(mime) if mime != "multipart/form-data" => {
+                return Err(unsupported(&mime));
+            }
+            _ => {}
+        }
+        return field.bytes().await.map_err(field_error);
+    }
+    Err(ApiError::invalid("multipart body has no field named \"file\""))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(classify(None), BodyKind::Pdf);
+        assert_eq!(classify(Some("application/pdf")), BodyKind::Pdf);
+        assert_eq!(classify(Some("multipart/form-data; boundary=x")), BodyKind::Multipart);
+        assert_eq!(
+            classify(Some(
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+            )),
+            BodyKind::Office
+        );
+        assert_eq!(classify(Some("application/vnd.oasis.opendocument.text")), BodyKind::Office);
+        assert_eq!(classify(Some("image/png")), BodyKind::Unsupported("image/png".into()));
+    }
+
+    #[test]
+    fn office_magic() {
+        assert!(looks_like_office(b"PK\x03\x04rest"));
+        assert!(!looks_like_office(b"%PDF-1.7"));
+    }
+}

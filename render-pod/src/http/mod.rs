@@ -1,0 +1,100 @@
+//! The HTTP front (axum): document routes that queue work for the slots, and health, readiness
+//! and metrics routes that never wait for a slot.
+
+mod documents;
+mod error;
+mod health;
+mod input;
+mod params;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+use renderpool_sizing::SlotPlan;
+use serde::Serialize;
+
+use crate::drain::Lifecycle;
+use crate::engine::Engine;
+use crate::limits::DetectedLimits;
+use crate::metrics::Metrics;
+
+pub use error::ApiError;
+
+/// The slot plan as `/readyz` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanView {
+    /// Slots running.
+    pub slots: u32,
+    /// Slots the CPU limit allows.
+    pub cpu_slots: u32,
+    /// Slots the memory limit allows.
+    pub memory_slots: u32,
+    /// Set by `--slots`.
+    pub overridden: bool,
+    /// Which limit decided.
+    pub reason: String,
+    /// The limits and where they came from.
+    pub limits: DetectedLimits,
+}
+
+impl PlanView {
+    /// Combines the plan and its inputs.
+    pub fn new(plan: &SlotPlan, limits: DetectedLimits) -> Self {
+        Self {
+            slots: plan.slots,
+            cpu_slots: plan.cpu_slots,
+            memory_slots: plan.memory_slots,
+            overridden: plan.overridden,
+            reason: plan.reason.clone(),
+            limits,
+        }
+    }
+}
+
+/// Everything the handlers share.
+pub struct AppState {
+    /// The slots and their queue.
+    pub engine: Arc<Engine>,
+    /// Metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// Draining state.
+    pub lifecycle: Arc<Lifecycle>,
+    /// How the slot count was derived.
+    pub plan: PlanView,
+    /// Largest accepted body.
+    pub max_body_bytes: u64,
+    /// Most pages one request may name.
+    pub max_pages: u32,
+}
+
+/// Errors are often answered before the body was read (bad parameters, too large, draining);
+/// hyper then drops the connection, so tell the client not to reuse it.
+async fn close_after_error(mut response: Response) -> Response {
+    if response.status().is_client_error() || response.status().is_server_error() {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// All routes.
+pub fn router(state: Arc<AppState>) -> Router {
+    let body_limit = usize::try_from(state.max_body_bytes).unwrap_or(usize::MAX);
+    let documents = Router::new()
+        .route("/v1/info", post(documents::info))
+        .route("/v1/extract", post(documents::extract))
+        .route("/v1/render", post(documents::render))
+        .route("/v1/thumbnails", post(documents::thumbnails))
+        .route("/v1/watermark", post(documents::watermark))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_response(close_after_error));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .merge(documents)
+        .with_state(state)
+}

@@ -1,0 +1,151 @@
+//! Query parameters of the document routes, parsed and bounded before any work.
+
+use std::collections::BTreeMap;
+
+use crate::ops::{ImageFormat, OpError, PageSelection, RenderSize, size};
+
+use super::error::ApiError;
+
+/// Query parameters by name.
+pub type Query = BTreeMap<String, String>;
+
+/// Default render resolution when neither `dpi` nor `width` is given.
+pub const DEFAULT_DPI: f32 = 150.0;
+/// Default filmstrip thumbnail width.
+pub const DEFAULT_THUMBNAIL_WIDTH: u32 = 160;
+/// Longest accepted watermark text, in characters.
+pub const MAX_WATERMARK_CHARS: usize = 200;
+
+fn number<T: std::str::FromStr>(query: &Query, name: &str) -> Result<Option<T>, ApiError> {
+    query
+        .get(name)
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|_| ApiError::invalid(format!("{name}={v:?} is not a valid number")))
+        })
+        .transpose()
+}
+
+/// `dpi=` or `width=` (not both), else `default`; range-checked.
+pub fn render_size(query: &Query, default: RenderSize) -> Result<RenderSize, ApiError> {
+    let size = match (number::<f32>(query, "dpi")?, number::<u32>(query, "width")?) {
+        (Some(_), Some(_)) => return Err(ApiError::invalid("give dpi or width, not both")),
+        (Some(dpi), None) => RenderSize::Dpi(dpi),
+        (None, Some(width)) => RenderSize::Width(width),
+        (None, None) => default,
+    };
+    size::validate(size)?;
+    Ok(size)
+}
+
+/// `format=` (png, jpeg, webp), default png.
+pub fn format(query: &Query) -> Result<ImageFormat, ApiError> {
+    match query.get("format") {
+        None => Ok(ImageFormat::Png),
+        Some(f) => {
+            f.parse().map_err(|e: crate::encode::UnknownFormat| ApiError::invalid(e.to_string()))
+        }
+    }
+}
+
+/// `page=` for `/v1/render`, default 1.
+pub fn page(query: &Query) -> Result<u32, ApiError> {
+    match number::<u32>(query, "page")? {
+        None => Ok(1),
+        Some(0) => Err(ApiError::invalid("pages are numbered from 1")),
+        Some(page) => Ok(page),
+    }
+}
+
+/// `pages=` as a selection, refused when it names more than `max_pages`.
+pub fn pages(query: &Query, max_pages: u32) -> Result<Option<PageSelection>, ApiError> {
+    let Some(value) = query.get("pages") else {
+        return Ok(None);
+    };
+    let selection = PageSelection::parse(value)?;
+    check_page_count(selection.count(), max_pages)?;
+    Ok(Some(selection))
+}
+
+/// Refuses a request for more than `max_pages` pages.
+pub fn check_page_count(requested: u64, max_pages: u32) -> Result<(), ApiError> {
+    if requested > u64::from(max_pages) {
+        return Err(OpError::TooManyPages { requested, max: max_pages }.into());
+    }
+    Ok(())
+}
+
+/// `max_chars=` for `/v1/extract`.
+pub fn max_chars(query: &Query) -> Result<Option<usize>, ApiError> {
+    number::<usize>(query, "max_chars")
+}
+
+/// `text=` for `/v1/watermark`: required, non-blank, bounded.
+pub fn watermark_text(query: &Query) -> Result<String, ApiError> {
+    let text = query.get("text").map(|t| t.trim()).unwrap_or("");
+    if text.is_empty() {
+        return Err(ApiError::invalid("text= is required: the watermark to stamp on every page"));
+    }
+    if text.chars().count() > MAX_WATERMARK_CHARS {
+        return Err(ApiError::invalid(format!(
+            "watermark text is longer than {MAX_WATERMARK_CHARS} characters"
+        )));
+    }
+    Ok(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Query {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn render_size_choices() {
+        let dflt = RenderSize::Dpi(DEFAULT_DPI);
+        assert_eq!(render_size(&q(&[]), dflt).unwrap(), dflt);
+        assert_eq!(render_size(&q(&[("dpi", "72")]), dflt).unwrap(), RenderSize::Dpi(72.0));
+        assert_eq!(render_size(&q(&[("width", "300")]), dflt).unwrap(), RenderSize::Width(300));
+        assert_eq!(
+            render_size(&q(&[("dpi", "72"), ("width", "3")]), dflt).unwrap_err().code,
+            "invalid_request"
+        );
+        assert_eq!(render_size(&q(&[("dpi", "abc")]), dflt).unwrap_err().code, "invalid_request");
+        assert_eq!(
+            render_size(&q(&[("dpi", "100000")]), dflt).unwrap_err().code,
+            "invalid_request"
+        );
+    }
+
+    #[test]
+    fn format_and_page() {
+        assert_eq!(format(&q(&[])).unwrap(), ImageFormat::Png);
+        assert_eq!(format(&q(&[("format", "JPG")])).unwrap(), ImageFormat::Jpeg);
+        assert!(format(&q(&[("format", "gif")])).is_err());
+        assert_eq!(page(&q(&[])).unwrap(), 1);
+        assert_eq!(page(&q(&[("page", "3")])).unwrap(), 3);
+        assert!(page(&q(&[("page", "0")])).is_err());
+        assert!(page(&q(&[("page", "-1")])).is_err());
+    }
+
+    #[test]
+    fn page_selection_is_bounded_before_work() {
+        assert!(pages(&q(&[]), 10).unwrap().is_none());
+        assert_eq!(pages(&q(&[("pages", "1-3,7")]), 10).unwrap().unwrap().count(), 4);
+        let e = pages(&q(&[("pages", "1-1000000")]), 500).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (422, "too_many_pages"));
+        assert_eq!(pages(&q(&[("pages", "0-2")]), 10).unwrap_err().code, "invalid_request");
+    }
+
+    #[test]
+    fn watermark_text_is_required_and_bounded() {
+        assert_eq!(watermark_text(&q(&[("text", " DRAFT ")])).unwrap(), "DRAFT");
+        assert!(watermark_text(&q(&[])).is_err());
+        assert!(watermark_text(&q(&[("text", &"x".repeat(201))])).is_err());
+        assert_eq!(max_chars(&q(&[("max_chars", "10")])).unwrap(), Some(10));
+    }
+}

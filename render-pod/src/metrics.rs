@@ -1,0 +1,156 @@
+//! Prometheus metrics of the render pod: slots, queue, job times, rejections, restarts, bytes.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use renderpool_sizing::SlotPlan;
+
+use crate::limits::DetectedLimits;
+
+/// A label set of static names and values (op names, reasons, states).
+pub type Labels = Vec<(&'static str, &'static str)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Every metric the service exports, registered once at start.
+pub struct Metrics {
+    registry: Registry,
+    /// Slots by state: `busy`, `idle` (alive, waiting) or `down` (worker starting or backing off).
+    pub slots: Family<Labels, Gauge>,
+    /// Jobs waiting in the global queue.
+    pub queue_depth: Gauge,
+    /// Seconds from arrival to a slot taking the job.
+    pub queue_wait: Histogram,
+    /// Seconds a worker spent on a job, by op.
+    pub job_duration: HistogramFamily,
+    /// Jobs finished, by op and outcome.
+    pub jobs: Family<Labels, Counter>,
+    /// Requests refused without running, by reason.
+    pub rejections: Family<Labels, Counter>,
+    /// Worker processes replaced, by reason.
+    pub worker_restarts: Family<Labels, Counter>,
+    /// Document bytes received.
+    pub bytes_in: Counter<u64, AtomicU64>,
+    /// Response body bytes sent.
+    pub bytes_out: Counter<u64, AtomicU64>,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Metrics {
+    /// Registers all metrics plus the slot plan and the limits it came from.
+    pub fn new(plan: &SlotPlan, limits: &DetectedLimits) -> Self {
+        let mut registry = Registry::with_prefix("renderpod");
+        let slots = Family::<Labels, Gauge>::default();
+        let queue_depth = Gauge::default();
+        let queue_wait = seconds_histogram();
+        let job_duration: HistogramFamily = Family::new_with_constructor(seconds_histogram);
+        let jobs = Family::<Labels, Counter>::default();
+        let rejections = Family::<Labels, Counter>::default();
+        let worker_restarts = Family::<Labels, Counter>::default();
+        let bytes_in = Counter::<u64, AtomicU64>::default();
+        let bytes_out = Counter::<u64, AtomicU64>::default();
+        registry.register("slots", "Worker slots by state", slots.clone());
+        registry.register("queue_depth", "Jobs waiting for a slot", queue_depth.clone());
+        registry.register(
+            "queue_wait_seconds",
+            "Time from arrival until a slot takes the job",
+            queue_wait.clone(),
+        );
+        registry.register(
+            "job_duration_seconds",
+            "Time a worker spent on a job",
+            job_duration.clone(),
+        );
+        registry.register("jobs", "Jobs finished by op and outcome", jobs.clone());
+        registry.register("rejections", "Requests refused before running", rejections.clone());
+        registry.register(
+            "worker_restarts",
+            "Worker processes replaced, by reason",
+            worker_restarts.clone(),
+        );
+        registry.register("bytes_in", "Document bytes received", bytes_in.clone());
+        registry.register("bytes_out", "Response body bytes sent", bytes_out.clone());
+        let planned = |v: u32| {
+            let g = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+            g.set(i64::from(v));
+            g
+        };
+        registry.register("slots_planned", "Slots derived at start", planned(plan.slots));
+        registry.register("slots_cpu", "Slots the CPU limit allows", planned(plan.cpu_slots));
+        registry.register(
+            "slots_memory",
+            "Slots the memory limit allows",
+            planned(plan.memory_slots),
+        );
+        let limit_gauge = |v: u64| {
+            let g = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+            g.set(i64::try_from(v).unwrap_or(i64::MAX));
+            g
+        };
+        registry.register(
+            "limit_cpu_millicores",
+            "CPU limit used for sizing",
+            limit_gauge(limits.cpu_millis),
+        );
+        registry.register(
+            "limit_memory_bytes",
+            "Memory limit used for sizing",
+            limit_gauge(limits.memory_bytes),
+        );
+        registry.register(
+            "slot_plan",
+            "Why the slot count is what it is",
+            Info::new(vec![
+                ("reason", plan.reason.clone()),
+                ("cpu_source", limits.cpu_source.clone()),
+                ("memory_source", limits.memory_source.clone()),
+            ]),
+        );
+        Self {
+            registry,
+            slots,
+            queue_depth,
+            queue_wait,
+            job_duration,
+            jobs,
+            rejections,
+            worker_restarts,
+            bytes_in,
+            bytes_out,
+        }
+    }
+
+    /// Counts a request refused before running.
+    pub fn reject(&self, reason: &'static str) {
+        self.rejections.get_or_create(&vec![("reason", reason)]).inc();
+    }
+
+    /// Counts a replaced worker.
+    pub fn restart(&self, reason: &'static str) {
+        self.worker_restarts.get_or_create(&vec![("reason", reason)]).inc();
+    }
+
+    /// Moves one slot from state `from` to state `to`.
+    pub fn slot_state(&self, from: Option<&'static str>, to: &'static str) {
+        if let Some(from) = from {
+            self.slots.get_or_create(&vec![("state", from)]).dec();
+        }
+        self.slots.get_or_create(&vec![("state", to)]).inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,127 @@
+//! `render-pod serve`: size the slots, start the engine and the HTTP front, drain on SIGTERM.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
+
+use crate::config::{ServeArgs, WorkerArgs};
+use crate::drain::{self, Lifecycle};
+use crate::engine::{Engine, EngineConfig, WorkerCommand};
+use crate::http::{self, AppState, PlanView};
+use crate::limits;
+use crate::metrics::Metrics;
+use crate::pdfium_lib::{self, PdfiumLoadError};
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The limits cannot hold one slot, or the flags make no sense.
+    #[error("cannot size the slots: {0}")]
+    Sizing(#[from] SizingError),
+    /// The path of this binary (to start workers) is unknown.
+    #[error("cannot find this executable to start workers: {0}")]
+    CurrentExe(std::io::Error),
+    /// Binding the listen address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    /// The HTTP server failed.
+    #[error("server: {0}")]
+    Server(std::io::Error),
+    /// libpdfium is missing: no worker could ever start.
+    #[error(transparent)]
+    Pdfium(#[from] PdfiumLoadError),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs the service until SIGTERM/SIGINT and a completed drain.
+pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
+    let mut signals = drain::Signals::install().map_err(ServeError::Signals)?;
+    // Workers bind PDFium themselves; failing here gives a newcomer the fix in one line instead
+    // of a slot that keeps failing to start.
+    let pdfium = pdfium_lib::library_path();
+    if !pdfium.is_file() {
+        return Err(PdfiumLoadError::Missing(pdfium).into());
+    }
+    let detected = limits::detect();
+    let policy = SlotPolicy {
+        memory_per_slot: args.memory_per_slot,
+        supervisor_overhead: args.supervisor_overhead,
+        override_slots: args.slots,
+    };
+    let plan = plan_slots(detected.limits(), policy)?;
+    tracing::info!(
+        slots = plan.slots,
+        cpu_slots = plan.cpu_slots,
+        memory_slots = plan.memory_slots,
+        overridden = plan.overridden,
+        reason = %plan.reason,
+        cpu = %detected.cpu_source,
+        memory = %detected.memory_source,
+        "slot plan"
+    );
+    let metrics = Arc::new(Metrics::new(&plan, &detected));
+    let exe = match &args.worker_exe {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().map_err(ServeError::CurrentExe)?,
+    };
+    let engine = Arc::new(Engine::start(
+        EngineConfig {
+            slots: plan.slots,
+            queue_depth: args.queue_depth.max(1),
+            job_deadline: args.job_deadline(),
+            recycle_after_jobs: args.recycle_after_jobs.max(1),
+            memory_per_slot: args.memory_per_slot,
+            poison_ttl: Duration::from_millis(args.poison_ttl_ms),
+            stop_grace: Duration::from_secs(5),
+            worker: WorkerCommand {
+                exe,
+                args: WorkerArgs::command_line(args.op_limits()),
+                ready_timeout: Duration::from_secs(30),
+                nice: args.worker_nice,
+            },
+        },
+        metrics.clone(),
+    ));
+    let lifecycle = Arc::new(Lifecycle::new());
+    let state = Arc::new(AppState {
+        engine: engine.clone(),
+        metrics,
+        lifecycle: lifecycle.clone(),
+        plan: PlanView::new(&plan, detected),
+        max_body_bytes: args.max_body_bytes,
+        max_pages: args.max_pages,
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Listen { addr: args.listen, source })?;
+    let local = listener.local_addr().map_err(ServeError::Server)?;
+    tracing::info!(listen = %local, "listening");
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        axum::serve(listener, http::router(state))
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .into_future(),
+    );
+    let signal = signals.wait().await;
+    drain::drain(&lifecycle, signal, Duration::from_millis(args.drain_delay_ms)).await;
+    let _ = stop_tx.send(());
+    let grace = Duration::from_millis(args.grace_period_ms);
+    match tokio::time::timeout(grace, server).await {
+        Ok(Ok(Ok(()))) => tracing::info!("in-flight requests finished"),
+        Ok(Ok(Err(e))) => return Err(ServeError::Server(e)),
+        Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
+        Err(_) => tracing::warn!(
+            grace_ms = args.grace_period_ms,
+            "grace period over; abandoning requests still in flight"
+        ),
+    }
+    engine.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}

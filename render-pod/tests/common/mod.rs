@@ -1,0 +1,211 @@
+//! A real `render-pod serve` process for integration tests: started on 127.0.0.1 with an
+//! ephemeral port, killed (with its workers) when the guard drops, also on panic.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// The shared test documents, beside the repository.
+pub fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+}
+
+/// A corpus file's bytes.
+pub fn doc(name: &str) -> Vec<u8> {
+    std::fs::read(corpus().join(name)).unwrap()
+}
+
+/// The corpus manifest.
+pub fn manifest() -> serde_json::Value {
+    serde_json::from_slice(&doc("manifest.json")).unwrap()
+}
+
+/// The built binary.
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_render-pod")
+}
+
+/// A running server.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    logs: Arc<Mutex<Vec<String>>>,
+    pub client: reqwest::Client,
+}
+
+impl Server {
+    /// `render-pod serve` with extra flags.
+    pub fn start(flags: &[&str]) -> Server {
+        let mut cmd = Command::new(binary());
+        cmd.args(serve_args(flags));
+        Self::spawn(cmd)
+    }
+
+    /// Starts a prepared command (e.g. a wrapper that enters a cgroup first) whose process ends
+    /// up exec'ing `render-pod serve` with [`serve_args`].
+    pub fn spawn(mut cmd: Command) -> Server {
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let logs = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                        && let Some(addr) = v.get("listen").and_then(|a| a.as_str())
+                    {
+                        let _ = tx.send(addr.to_string());
+                    }
+                    eprintln!("[server] {line}");
+                    logs.lock().unwrap().push(line);
+                }
+            });
+        }
+        let mut server = Server {
+            child,
+            base: String::new(),
+            logs,
+            client: reqwest::Client::builder().build().unwrap(),
+        };
+        let addr =
+            rx.recv_timeout(Duration::from_secs(30)).expect("server never said where it listens");
+        server.base = format!("http://{addr}");
+        server
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Log lines so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `/readyz` as JSON (whatever its status).
+    pub async fn readyz(&self) -> serde_json::Value {
+        self.client.get(self.url("/readyz")).send().await.unwrap().json().await.unwrap()
+    }
+
+    /// Waits until every slot has a live worker; returns the `/readyz` body.
+    pub async fn wait_ready(&self) -> serde_json::Value {
+        let start = Instant::now();
+        loop {
+            if let Ok(r) = self.client.get(self.url("/readyz")).send().await {
+                let body: serde_json::Value = r.json().await.unwrap();
+                if body["ready"] == true && body["engine"]["alive"] == body["engine"]["slots"] {
+                    return body;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "server never became ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Worker pids from `/readyz`, by slot (`None` while restarting).
+    pub async fn worker_pids(&self) -> Vec<Option<u64>> {
+        let body = self.readyz().await;
+        body["engine"]["workers"].as_array().unwrap().iter().map(|w| w["pid"].as_u64()).collect()
+    }
+
+    /// POSTs a document to `path_and_query`.
+    pub async fn post(&self, path_and_query: &str, body: Vec<u8>) -> reqwest::Response {
+        self.client
+            .post(self.url(path_and_query))
+            .header("content-type", "application/pdf")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A metric's value summed over label sets whose line contains every `needle`.
+    pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
+        let text =
+            self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| l.split([' ', '{']).next() == Some(name))
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Waits until [`Server::metric`] reaches `at_least` (work after a reply, such as a
+    /// recycle, lands a moment later); returns the value.
+    pub async fn wait_metric(&self, name: &str, needles: &[&str], at_least: f64) -> f64 {
+        let start = Instant::now();
+        loop {
+            let value = self.metric(name, needles).await;
+            if value >= at_least || start.elapsed() > Duration::from_secs(10) {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends a signal to the server process.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, signal) }, 0);
+    }
+
+    /// Waits for the server to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < timeout, "server did not exit within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Workers die with the server (PR_SET_PDEATHSIG).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `serve` on an ephemeral localhost port with JSON logs, plus `flags`.
+pub fn serve_args(flags: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["serve", "--listen", "127.0.0.1:0", "--log-format", "json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if !flags.contains(&"--drain-delay-ms") {
+        args.extend(["--drain-delay-ms".to_string(), "100".to_string()]);
+    }
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Sends `signal` to `pid`.
+pub fn kill(pid: u64, signal: i32) {
+    // SAFETY: kill(2) on a worker pid the server reported.
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0, "kill {pid}");
+}
+
+/// The JSON error body's code.
+pub async fn error_code(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.unwrap();
+    (status, body["error"]["code"].as_str().unwrap_or_default().to_string())
+}

@@ -1,0 +1,187 @@
+//! Workers dying mid-job (SIGKILL, SIGSEGV), deadlines, poison pills and overload, against the
+//! real service and real PDFium. The slow job is a 1200 dpi render of a gnuplot page (seconds).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Server, doc, error_code, kill};
+
+const SLOW: &str = "/v1/render?page=1&dpi=1200";
+const ALLOW_HUGE_PAGES: [&str; 2] = ["--max-pixels", "400000000"];
+
+/// Waits until some worker is busy; returns its pid.
+async fn busy_worker(server: &Server) -> u64 {
+    let start = Instant::now();
+    loop {
+        let body = server.readyz().await;
+        let busy = body["engine"]["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["busy"] == true)
+            .and_then(|w| w["pid"].as_u64());
+        if let Some(pid) = busy {
+            return pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no worker became busy");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until every slot is alive again without `gone` among the workers.
+async fn replaced(server: &Server, gone: u64) -> Vec<u64> {
+    let start = Instant::now();
+    loop {
+        let pids = server.worker_pids().await;
+        if pids.iter().all(|p| p.is_some_and(|p| p != gone)) {
+            return pids.into_iter().flatten().collect();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "slot never came back: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn killed_mid_job(signal: i32, signal_name: &str) {
+    let server = std::sync::Arc::new(Server::start(&[
+        "--slots",
+        "2",
+        ALLOW_HUGE_PAGES[0],
+        ALLOW_HUGE_PAGES[1],
+    ]));
+    server.wait_ready().await;
+    let slow = {
+        let server = server.clone();
+        tokio::spawn(async move { server.post(SLOW, doc("pdf/gnuplot.pdf")).await })
+    };
+    let victim = busy_worker(&server).await;
+    // Work on the other slot runs while the victim is busy and after it dies.
+    let others: Vec<_> = (0..4)
+        .map(|_| {
+            let server = server.clone();
+            tokio::spawn(
+                async move { server.post("/v1/info", doc("pdf/libtasn1.pdf")).await.status() },
+            )
+        })
+        .collect();
+    kill(victim, signal);
+    let (status, code) = error_code(slow.await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (502, "worker_crashed"));
+    for other in others {
+        assert_eq!(other.await.unwrap(), 200);
+    }
+    let pids = replaced(&server, victim).await;
+    assert_eq!(pids.len(), 2);
+    assert_eq!(server.metric("renderpod_worker_restarts_total", &["reason=\"crash\""]).await, 1.0);
+    assert!(
+        server.logs().iter().any(|l| l.contains(signal_name)),
+        "the crash log names {signal_name}"
+    );
+    // The document that was in the crashed worker is refused fast for a while (poison pill).
+    let started = Instant::now();
+    let again = server.post(SLOW, doc("pdf/gnuplot.pdf")).await;
+    assert!(again.headers().contains_key("retry-after"));
+    assert_eq!(error_code(again).await, (422, "document_quarantined".to_string()));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Other documents are served by the new worker.
+    for _ in 0..3 {
+        assert_eq!(server.post("/v1/info", doc("pdf/trivial.pdf")).await.status(), 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_killed_with_sigkill_mid_job_fails_only_that_request() {
+    killed_mid_job(libc::SIGKILL, "SIGKILL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_killed_with_sigsegv_mid_job_fails_only_that_request() {
+    killed_mid_job(libc::SIGSEGV, "SIGSEGV").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_past_its_deadline_kills_and_replaces_its_worker() {
+    let server = Server::start(&[
+        "--slots",
+        "1",
+        "--job-deadline-ms",
+        "1500",
+        ALLOW_HUGE_PAGES[0],
+        ALLOW_HUGE_PAGES[1],
+    ]);
+    let ready = server.wait_ready().await;
+    let before = ready["engine"]["workers"][0]["pid"].as_u64().unwrap();
+    let started = Instant::now();
+    let (status, code) = error_code(server.post(SLOW, doc("pdf/gnuplot.pdf")).await).await;
+    assert_eq!((status, code.as_str()), (504, "deadline_exceeded"));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered at the deadline, not when the job ended"
+    );
+    let after = replaced(&server, before).await;
+    assert_ne!(after, [before]);
+    assert_eq!(
+        server.metric("renderpod_worker_restarts_total", &["reason=\"deadline\""]).await,
+        1.0
+    );
+    // A slow document is not a poison pill: it is accepted again (and times out again).
+    let (status, _) = error_code(server.post(SLOW, doc("pdf/gnuplot.pdf")).await).await;
+    assert_eq!(status, 504);
+    assert_eq!(server.post("/v1/info", doc("pdf/trivial.pdf")).await.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
+    let server = std::sync::Arc::new(Server::start(&[
+        "--slots",
+        "1",
+        "--queue-depth",
+        "2",
+        "--job-deadline-ms",
+        "4000",
+        ALLOW_HUGE_PAGES[0],
+        ALLOW_HUGE_PAGES[1],
+    ]));
+    server.wait_ready().await;
+    // One running and two queued fill the pod.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let server = server.clone();
+        held.push(tokio::spawn(
+            async move { server.post(SLOW, doc("pdf/gnuplot.pdf")).await.status() },
+        ));
+    }
+    let start = Instant::now();
+    while server.readyz().await["engine"]["queued"] != 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "queue never filled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let flood: Vec<_> = (0..20)
+        .map(|_| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let response = server.post("/v1/info", doc("pdf/trivial.pdf")).await;
+                let retry_after =
+                    response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+                let (status, code) = error_code(response).await;
+                (status, code, retry_after, started.elapsed())
+            })
+        })
+        .collect();
+    for request in flood {
+        let (status, code, retry_after, elapsed) = request.await.unwrap();
+        assert_eq!((status, code.as_str()), (503, "overloaded"));
+        let secs: u64 = retry_after.expect("Retry-After").parse().unwrap();
+        assert!((1..=30).contains(&secs));
+        assert!(elapsed < Duration::from_secs(2), "rejection took {elapsed:?}");
+    }
+    assert_eq!(server.client.get(server.url("/healthz")).send().await.unwrap().status(), 200);
+    assert!(server.metric("renderpod_rejections_total", &["reason=\"queue_full\""]).await >= 20.0);
+    for request in held {
+        // The running one hits its deadline; the queued ones expire behind it.
+        assert_eq!(request.await.unwrap(), 504);
+    }
+    assert_eq!(server.post("/v1/info", doc("pdf/trivial.pdf")).await.status(), 200);
+}
