@@ -1,1 +1,21 @@
 //! renderpool-operator: reconciles `RenderPool` resources into render and Gotenberg pools.
+//!
+//! The pipeline is validate -> build -> apply -> status: validation, building and status are
+//! pure functions of the RenderPool and its observed children (unit-tested here); apply and the
+//! status write talk to the API server.
+
+pub mod apply;
+pub mod build;
+pub mod controller;
+pub mod crd;
+pub mod events;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod requests;
+pub mod status;
+pub mod telemetry;
+pub mod validate;
+
+#[cfg(test)]
+mod test_fixtures;

@@ -1,10 +1,130 @@
-use clap::Parser;
+//! The renderpool-operator binary: prints the CRD or runs the controller.
 
-/// Kubernetes operator for renderpool.
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use renderpool_operator::crd;
+use renderpool_operator::leader::{self, LeaseConfig, Readiness};
+use renderpool_operator::metrics::Metrics;
+use renderpool_operator::requests::CountRequests;
+use renderpool_operator::telemetry::{self, LogFormat};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Kubernetes operator for renderpool: RenderPool in, sized render and Gotenberg pools out.
 #[derive(Parser)]
 #[command(version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    Cli::parse();
+#[derive(Subcommand)]
+enum Command {
+    /// Print the RenderPool CustomResourceDefinition as YAML.
+    Crd,
+    /// Run the controller (connects with KUBECONFIG or the in-cluster service account).
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "OPERATOR_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "LEASE_NAME", default_value = "renderpool-operator")]
+    lease_name: String,
+    /// Seconds the Lease stays valid without renewal; a crashed leader is replaced after this.
+    #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15)]
+    lease_duration_seconds: u64,
+    /// Identity in the Lease [default: POD_NAME, else <hostname>-<pid>].
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Crd => {
+            let definition = crd::definition().context("building the CRD")?;
+            let yaml = serde_saphyr::to_string(&definition).context("rendering the CRD")?;
+            print!("{yaml}");
+            Ok(())
+        }
+        Command::Run(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(run(args))
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    telemetry::init(args.log_format);
+    let metrics = Arc::new(Metrics::default());
+    let config = kube::Config::infer()
+        .await
+        .context("finding the Kubernetes connection (KUBECONFIG or in-cluster service account)")?;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context("building the Kubernetes client")?
+        .with_layer(&CountRequests(metrics.clone()))
+        .build();
+    let readiness = Arc::new(Readiness::default());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(listen = %args.listen, "serving /metrics, /healthz, /readyz");
+    let app = renderpool_operator::http::router(metrics.clone(), readiness.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("signal received; shutting down");
+        let _ = stop.send(true);
+    });
+    let lease = LeaseConfig {
+        namespace: args.lease_namespace,
+        name: args.lease_name,
+        identity: args.identity.unwrap_or_else(default_identity),
+        duration_seconds: args.lease_duration_seconds.max(2),
+    };
+    let result = leader::run(client, lease, metrics, readiness, stop_rx).await;
+    server.abort();
+    result.context("leader election")
+}
+
+/// Two local processes share a hostname, so the pid keeps their identities apart.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "renderpool-operator".into());
+    format!("{host}-{}", std::process::id())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }

@@ -1,0 +1,55 @@
+//! Pure builders: a validated RenderPool becomes the objects that run it. No API calls here.
+
+mod common;
+mod gotenberg;
+mod render;
+
+pub use common::{Component, child_name, selector_labels, selector_string};
+
+use crate::crd::RenderPool;
+use crate::validate::PoolPlan;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Resource;
+
+/// One component's objects: a Deployment, its Service and its PodDisruptionBudget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentObjects {
+    /// Which component these run.
+    pub component: Component,
+    /// The pods.
+    pub deployment: Deployment,
+    /// Stable address of the pods.
+    pub service: Service,
+    /// Keeps voluntary evictions to one pod at a time.
+    pub pdb: PodDisruptionBudget,
+}
+
+/// Everything one RenderPool owns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Children {
+    /// The render pods.
+    pub render: ComponentObjects,
+    /// The Gotenberg pool, absent when disabled.
+    pub gotenberg: Option<ComponentObjects>,
+}
+
+/// A RenderPool that cannot own children (it has not been stored by the API server).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("RenderPool has no {0}; only objects read from the API server can own children")]
+pub struct MissingMetadata(pub &'static str);
+
+/// Builds the children of `pool` from its validated `plan`.
+pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMetadata> {
+    let owner = pool.controller_owner_ref(&()).ok_or(MissingMetadata("name or uid"))?;
+    let namespace = pool.metadata.namespace.clone().ok_or(MissingMetadata("namespace"))?;
+    let name = pool.metadata.name.clone().ok_or(MissingMetadata("name"))?;
+    let ctx = common::Meta { pool: name, namespace, owner };
+    let render = render::objects(&ctx, &pool.spec, plan);
+    let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec.gotenberg, &g));
+    Ok(Children { render, gotenberg })
+}
+
+#[cfg(test)]
+mod tests;

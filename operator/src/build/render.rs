@@ -1,0 +1,147 @@
+//! The render pods: Deployment, Service and PDB, with the env the render pod reads.
+
+use super::ComponentObjects;
+use super::common::{
+    self, Component, Meta, container_security, env, guaranteed, http_port, http_probe,
+    pod_annotations, pod_security, selector_labels, tmp_volume,
+};
+use crate::crd::RenderPoolSpec;
+use crate::validate::PoolPlan;
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, SleepAction,
+    TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// Port the render pod listens on (RENDERPOD_LISTEN) and the Service exposes.
+pub const RENDER_PORT: i32 = 8080;
+/// The distroless "nonroot" user the render image runs as.
+const RENDER_UID: i64 = 65532;
+/// Extra seconds past preStop + drain + deadline before the kubelet sends SIGKILL.
+const GRACE_MARGIN_SECONDS: i64 = 5;
+
+pub(super) fn objects(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> ComponentObjects {
+    ComponentObjects {
+        component: Component::Render,
+        deployment: deployment(meta, spec, plan),
+        service: meta.service(Component::Render, RENDER_PORT),
+        pdb: meta.pdb(Component::Render),
+    }
+}
+
+/// Environment of `render-pod serve`; the names are the render pod's contract.
+fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar> {
+    let mut vars = vec![env("RENDERPOD_LISTEN", format!("0.0.0.0:{RENDER_PORT}"))];
+    // Only an explicit count is passed: otherwise the pod derives the same figure from its
+    // cgroup with the same formula, and the two cannot drift.
+    if let Some(slots) = spec.slots {
+        vars.push(env("RENDERPOD_SLOTS", slots.to_string()));
+    }
+    vars.push(env("RENDERPOD_MEMORY_PER_SLOT", spec.memory_per_slot.clone()));
+    vars.push(env("RENDERPOD_QUEUE_DEPTH", spec.queue_depth.to_string()));
+    vars.push(env("RENDERPOD_JOB_DEADLINE_MS", spec.job_deadline_ms.to_string()));
+    vars.push(env("RENDERPOD_DRAIN_DELAY_MS", spec.drain_delay_ms.to_string()));
+    // In-flight jobs get their whole deadline to finish after SIGTERM; the pod's termination
+    // grace period below covers it.
+    vars.push(env("RENDERPOD_GRACE_PERIOD_MS", spec.job_deadline_ms.to_string()));
+    if let Some(g) = plan.gotenberg {
+        let service = common::child_name(&meta.pool, Component::Gotenberg);
+        vars.push(env("RENDERPOD_GOTENBERG_URL", format!("http://{service}:3000")));
+        vars.push(env("RENDERPOD_OFFICE_CONCURRENCY", g.office_per_pod.to_string()));
+    }
+    vars
+}
+
+/// Seconds the kubelet waits before SIGKILL: preStop, drain, one full job, and a margin, so a
+/// job that started just before shutdown still finishes.
+pub fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
+    let drain = (spec.drain_delay_ms.max(0) + 999) / 1000;
+    let deadline = (spec.job_deadline_ms.max(0) + 999) / 1000;
+    spec.pre_stop_seconds.max(0) + drain + deadline + GRACE_MARGIN_SECONDS
+}
+
+fn default_spread(pool: &str) -> Vec<TopologySpreadConstraint> {
+    vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".into(),
+        when_unsatisfiable: "ScheduleAnyway".into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(selector_labels(pool, Component::Render)),
+            ..LabelSelector::default()
+        }),
+        ..TopologySpreadConstraint::default()
+    }]
+}
+
+fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment {
+    let (tmp, tmp_mount) = tmp_volume("64Mi");
+    let container = Container {
+        name: "render-pod".into(),
+        image: Some(spec.image.clone()),
+        image_pull_policy: Some(spec.image_pull_policy.as_str().into()),
+        args: Some(vec!["serve".into()]),
+        env: Some(render_env(meta, spec, plan)),
+        ports: Some(vec![http_port(RENDER_PORT)]),
+        resources: Some(guaranteed(&spec.cpu, &spec.memory)),
+        liveness_probe: Some(http_probe("/healthz", 10, 3)),
+        readiness_probe: Some(http_probe("/readyz", 5, 1)),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction { seconds: spec.pre_stop_seconds }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        }),
+        security_context: Some(container_security(true)),
+        volume_mounts: Some(vec![tmp_mount]),
+        ..Container::default()
+    };
+    let pod = PodSpec {
+        containers: vec![container],
+        volumes: Some(vec![tmp]),
+        security_context: Some(pod_security(RENDER_UID)),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(grace_period_seconds(spec)),
+        node_selector: spec.node_selector.clone(),
+        tolerations: spec.tolerations.clone(),
+        affinity: spec.affinity.clone(),
+        topology_spread_constraints: Some(
+            spec.topology_spread_constraints.clone().unwrap_or_else(|| default_spread(&meta.pool)),
+        ),
+        priority_class_name: spec.priority_class_name.clone(),
+        ..PodSpec::default()
+    };
+    Deployment {
+        metadata: meta.object(Component::Render),
+        spec: DeploymentSpec {
+            replicas: Some(plan.replicas),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(&meta.pool, Component::Render)),
+                ..LabelSelector::default()
+            },
+            // Surge first: capacity never drops during a rollout.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(1)),
+                    max_unavailable: Some(IntOrString::Int(0)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(meta.labels(Component::Render)),
+                    annotations: Some(pod_annotations()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    }
+}

@@ -1,0 +1,211 @@
+//! Status from the plan and the observed Deployments: pure, deterministic, and stable across
+//! passes (a condition's transition time changes only when its status does), so writing it
+//! never triggers another write.
+
+use crate::build::{Component, selector_string};
+use crate::crd::RenderPoolStatus;
+use crate::validate::{PoolPlan, SpecError};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Condition types the operator writes.
+pub const READY: &str = "Ready";
+/// See [`READY`].
+pub const PROGRESSING: &str = "Progressing";
+/// See [`READY`].
+pub const DEGRADED: &str = "Degraded";
+
+/// Everything the status is computed from.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// The pool's name.
+    pub pool: &'a str,
+    /// The pool's metadata.generation.
+    pub generation: Option<i64>,
+    /// The validation outcome.
+    pub plan: &'a Result<PoolPlan, SpecError>,
+    /// The render Deployment as last seen, if it exists.
+    pub render: Option<&'a Deployment>,
+    /// The Gotenberg Deployment as last seen, if it exists.
+    pub gotenberg: Option<&'a Deployment>,
+    /// The status currently stored, for transition times.
+    pub previous: Option<&'a RenderPoolStatus>,
+    /// Transition time for conditions that change now (whole seconds).
+    pub now: Time,
+}
+
+/// Rollout state of one Deployment against what it should run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Rollout {
+    desired: i32,
+    current: i32,
+    updated: i32,
+    ready: i32,
+    /// The Deployment controller has seen the latest spec.
+    observed: bool,
+    /// The Deployment controller gave up (progress deadline exceeded).
+    stuck: bool,
+}
+
+impl Rollout {
+    fn of(deployment: &Deployment) -> Self {
+        let status = deployment.status.clone().unwrap_or_default();
+        let stuck = status.conditions.unwrap_or_default().iter().any(|c| {
+            c.type_.as_deref() == Some("Progressing")
+                && c.status.as_deref() == Some("False")
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        });
+        Self {
+            desired: deployment.spec.replicas.unwrap_or(1),
+            current: status.replicas.unwrap_or(0),
+            updated: status.updated_replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            observed: status.observed_generation >= deployment.metadata.generation,
+            stuck,
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.observed
+            && self.updated == self.desired
+            && self.ready >= self.desired
+            && self.current == self.desired
+    }
+}
+
+/// Computes the status to store.
+pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
+    let render = o.render.map(Rollout::of);
+    let gotenberg = o.gotenberg.map(Rollout::of);
+    let wants_gotenberg = matches!(o.plan, Ok(p) if p.gotenberg.is_some());
+    let (ready, progressing, degraded) = conditions(o, render, gotenberg, wants_gotenberg);
+    let plan = o.plan.as_ref().ok();
+    RenderPoolStatus {
+        observed_generation: o.generation,
+        replicas: render.map_or(0, |r| r.current),
+        ready_replicas: render.map_or(0, |r| r.ready),
+        selector: Some(selector_string(o.pool, Component::Render)),
+        slots_per_pod: plan.map(|p| i32::try_from(p.slots.slots).unwrap_or(i32::MAX)),
+        total_slots: plan.map(PoolPlan::total_slots),
+        slot_reason: plan.map(|p| p.slots.reason.clone()),
+        office_concurrency_per_pod: plan
+            .and_then(|p| p.gotenberg)
+            .map(|g| i32::try_from(g.office_per_pod).unwrap_or(i32::MAX)),
+        gotenberg_replicas: plan.map(|p| p.gotenberg.map_or(0, |g| g.replicas)),
+        gotenberg_ready_replicas: plan.map(|_| gotenberg.map_or(0, |g| g.ready)),
+        conditions: vec![
+            condition(o, READY, ready),
+            condition(o, PROGRESSING, progressing),
+            condition(o, DEGRADED, degraded),
+        ],
+    }
+}
+
+/// A condition's truth value, reason and message before timestamps are attached.
+type Verdict = (bool, &'static str, String);
+
+fn conditions(
+    o: &Observed<'_>,
+    render: Option<Rollout>,
+    gotenberg: Option<Rollout>,
+    wants_gotenberg: bool,
+) -> (Verdict, Verdict, Verdict) {
+    let plan = match o.plan {
+        Ok(plan) => plan,
+        Err(err) => {
+            let message =
+                format!("spec cannot be applied: {err}. Running pods are left as they are.");
+            return (
+                (false, err.reason(), message.clone()),
+                (false, err.reason(), "waiting for a corrected spec".into()),
+                (true, err.reason(), message),
+            );
+        }
+    };
+    let mut missing = Vec::new();
+    if render.is_none() {
+        missing.push("render Deployment");
+    }
+    if wants_gotenberg && gotenberg.is_none() {
+        missing.push("gotenberg Deployment");
+    }
+    if !missing.is_empty() {
+        let message = format!("waiting for {} to be created", missing.join(" and "));
+        return (
+            (false, "ChildrenMissing", message.clone()),
+            (true, "Creating", message),
+            (false, "AsExpected", "children are being created".into()),
+        );
+    }
+    let parts: Vec<(&str, Rollout)> = [("render", render), ("gotenberg", gotenberg)]
+        .into_iter()
+        .filter_map(|(name, r)| r.map(|r| (name, r)))
+        .filter(|(name, _)| *name == "render" || wants_gotenberg)
+        .collect();
+    let summary = parts
+        .iter()
+        .map(|(name, r)| format!("{} of {} {name} pods ready", r.ready, r.desired))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let stuck: Vec<&str> = parts.iter().filter(|(_, r)| r.stuck).map(|(n, _)| *n).collect();
+    let complete = parts.iter().all(|(_, r)| r.complete());
+    let all_ready = parts.iter().all(|(_, r)| r.ready >= r.desired);
+    let ready = if all_ready {
+        let message = format!(
+            "{} render pods with {} slots each ({} slots); {}",
+            plan.replicas,
+            plan.slots.slots,
+            plan.total_slots(),
+            plan.gotenberg.map_or("Office conversion disabled".into(), |g| format!(
+                "{} gotenberg pods, {} Office conversions per render pod",
+                g.replicas, g.office_per_pod
+            ))
+        );
+        (true, "PoolReady", message)
+    } else {
+        (false, "PodsNotReady", format!("{summary}; check the pods' events if this persists"))
+    };
+    let progressing = if complete {
+        (false, "RolloutComplete", summary.clone())
+    } else {
+        (true, "RollingOut", summary.clone())
+    };
+    let degraded = if stuck.is_empty() {
+        (false, "AsExpected", "no problem found".into())
+    } else {
+        let message = format!(
+            "{} rollout exceeded its progress deadline ({summary}): look for pods that cannot be \
+             scheduled (kubectl describe pods) or fail to start",
+            stuck.join(" and ")
+        );
+        (true, "RolloutStuck", message)
+    };
+    (ready, progressing, degraded)
+}
+
+fn condition(o: &Observed<'_>, type_: &str, (truth, reason, message): Verdict) -> Condition {
+    let status = if truth { "True" } else { "False" };
+    let previous = o
+        .previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+        .filter(|c| c.status == status);
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: o.generation,
+        last_transition_time: previous
+            .map_or_else(|| o.now.clone(), |c| c.last_transition_time.clone()),
+    }
+}
+
+/// True when the stored condition `type_` is `True`.
+pub fn is_true(status: Option<&RenderPoolStatus>, type_: &str) -> bool {
+    status
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .is_some_and(|c| c.status == "True")
+}
+
+#[cfg(test)]
+mod tests;

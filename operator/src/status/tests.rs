@@ -1,0 +1,133 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use super::*;
+use crate::test_fixtures::spec_from_yaml;
+use crate::validate::validate;
+use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStatus};
+use k8s_openapi::jiff::Timestamp;
+
+fn deployment(desired: i32, ready: i32) -> Deployment {
+    let mut d = Deployment {
+        spec: DeploymentSpec { replicas: Some(desired), ..DeploymentSpec::default() },
+        status: Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(desired),
+            updated_replicas: Some(desired),
+            ready_replicas: Some(ready),
+            ..DeploymentStatus::default()
+        }),
+        ..Deployment::default()
+    };
+    d.metadata.generation = Some(1);
+    d
+}
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(second).unwrap())
+}
+
+fn cond<'a>(s: &'a RenderPoolStatus, type_: &str) -> &'a Condition {
+    s.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn ready_pool_reports_slot_figures_and_selector() {
+    let plan = validate(&spec_from_yaml("replicas: 3\ncpu: '2'\nmemory: 1Gi")).unwrap();
+    let plan = Ok(plan);
+    let (render, gotenberg) = (deployment(3, 3), deployment(1, 1));
+    let s = compute(&Observed {
+        pool: "docs",
+        generation: Some(4),
+        plan: &plan,
+        render: Some(&render),
+        gotenberg: Some(&gotenberg),
+        previous: None,
+        now: at(100),
+    });
+    // 2 CPU -> 2; (1024 - 128) / 512 = 1 -> 1 slot per pod, 3 in all
+    assert_eq!((s.slots_per_pod, s.total_slots), (Some(1), Some(3)));
+    assert_eq!((s.replicas, s.ready_replicas), (3, 3));
+    assert_eq!((s.gotenberg_replicas, s.gotenberg_ready_replicas), (Some(1), Some(1)));
+    assert_eq!(s.observed_generation, Some(4));
+    assert!(s.selector.as_ref().unwrap().contains("app.kubernetes.io/instance=docs"));
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "PoolReady"));
+    assert_eq!(cond(&s, PROGRESSING).status, "False");
+    assert_eq!(cond(&s, DEGRADED).status, "False");
+}
+
+#[test]
+fn transition_time_moves_only_when_the_condition_flips() {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 2")).unwrap());
+    let observe = |render: &Deployment, previous: Option<&RenderPoolStatus>, now| {
+        let g = deployment(1, 1);
+        compute(&Observed {
+            pool: "docs",
+            generation: Some(1),
+            plan: &plan,
+            render: Some(render),
+            gotenberg: Some(&g),
+            previous,
+            now,
+        })
+    };
+    let first = observe(&deployment(2, 1), None, at(100));
+    assert_eq!(cond(&first, READY).status, "False");
+    assert_eq!(cond(&first, READY).reason, "PodsNotReady");
+    // Same observation later: identical status, so nothing would be written.
+    let again = observe(&deployment(2, 1), Some(&first), at(200));
+    assert_eq!(again, first);
+    let ready = observe(&deployment(2, 2), Some(&again), at(300));
+    assert_eq!(cond(&ready, READY).last_transition_time, at(300));
+    assert_eq!(cond(&ready, DEGRADED).last_transition_time, at(100));
+}
+
+#[test]
+fn bad_spec_is_degraded_with_the_sizing_message() {
+    let plan = validate(&spec_from_yaml("memory: 600Mi"));
+    let s = compute(&Observed {
+        pool: "docs",
+        generation: Some(2),
+        plan: &plan,
+        render: None,
+        gotenberg: None,
+        previous: None,
+        now: at(1),
+    });
+    let degraded = cond(&s, DEGRADED);
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "MemoryTooSmallForOneSlot")
+    );
+    assert!(degraded.message.contains("needs at least 640 MiB"), "{}", degraded.message);
+    assert_eq!(cond(&s, READY).status, "False");
+    assert_eq!(s.slots_per_pod, None);
+    assert!(s.selector.is_some(), "/scale keeps working on a degraded pool");
+}
+
+#[test]
+fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
+    let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
+    let mut stuck = deployment(2, 1);
+    stuck.status.as_mut().unwrap().conditions =
+        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+            type_: Some("Progressing".into()),
+            status: Some("False".into()),
+            reason: Some("ProgressDeadlineExceeded".into()),
+            ..Default::default()
+        }]);
+    let base = |render| Observed {
+        pool: "docs",
+        generation: Some(1),
+        plan: &plan,
+        render,
+        gotenberg: None,
+        previous: None,
+        now: at(1),
+    };
+    let s = compute(&base(Some(&stuck)));
+    assert_eq!(cond(&s, DEGRADED).reason, "RolloutStuck");
+    assert_eq!(s.gotenberg_replicas, Some(0));
+    let s = compute(&base(None));
+    assert_eq!(cond(&s, PROGRESSING).reason, "Creating");
+    assert_eq!(cond(&s, READY).reason, "ChildrenMissing");
+}
