@@ -62,7 +62,9 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             &format!("--service-account-private-key-file={}", path_arg(&pki.service_account_key)),
             &format!("--root-ca-file={}", path_arg(&pki.ca_cert)),
             "--controllers=*",
-            "--node-monitor-grace-period=40s",
+            // kwok renews node leases from this same loaded machine; a lapse must not flip every
+            // pod NotReady in the middle of a test.
+            "--node-monitor-grace-period=300s",
             "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10",
             "--concurrent-gc-syncs=20",
@@ -161,7 +163,7 @@ fn start_apiserver(
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             &format!("--service-account-key-file={}", path_arg(&pki.service_account_pub)),
             &format!("--service-account-signing-key-file={}", path_arg(&pki.service_account_key)),
-            "--service-cluster-ip-range=10.0.0.0/24",
+            "--service-cluster-ip-range=10.96.0.0/16", // room for hundreds of pools' Services
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
             "--profiling=false",

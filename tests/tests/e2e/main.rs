@@ -1,4 +1,9 @@
 //! End-to-end tests against one shared local control plane per run (see `renderpool_tests::cluster`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod helm;
+mod operator_lifecycle;
+mod operator_sizing;
+mod operator_steady;
+mod operator_support;
 mod smoke;

@@ -1,0 +1,133 @@
+//! Shared steps of the operator tests: the chart's operator, RenderPools by kubectl, and waits
+//! on what the real controllers report.
+//!
+//! Shared by the e2e binary and `leader_election.rs` (through `#[path]`); each uses a part.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use renderpool_operator::crd::RenderPool;
+use renderpool_tests::cluster::Cluster;
+use renderpool_tests::operator::OperatorProcess;
+use renderpool_tests::wait_for;
+
+/// kwok nodes the operator tests schedule onto: 16 CPU, 64Gi each.
+pub const NODE_PREFIX: &str = "op-node";
+
+/// The cluster with the chart installed (CRD, RBAC), kwok nodes, and the shared operator
+/// running with the chart's ServiceAccount token.
+pub async fn setup() -> (&'static Cluster, &'static OperatorProcess) {
+    let cluster = Cluster::shared();
+    let operator = OperatorProcess::shared().await;
+    cluster.ensure_nodes(NODE_PREFIX, 6, "16", "64Gi").await;
+    (cluster, operator)
+}
+
+/// `kubectl apply -f -` of a manifest; the error carries kubectl's message.
+pub fn kubectl_apply(cluster: &Cluster, namespace: &str, manifest: &str) -> Result<String, String> {
+    let mut cmd = cluster.kubectl();
+    cmd.args(["apply", "-f", "-"]);
+    if !namespace.is_empty() {
+        cmd.args(["-n", namespace]);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    child.stdin.take().unwrap().write_all(manifest.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// A RenderPool manifest with `spec` (JSON object).
+pub fn pool_manifest(name: &str, spec: serde_json::Value) -> String {
+    serde_json::json!({
+        "apiVersion": "renderpool.dev/v1alpha1",
+        "kind": "RenderPool",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// Waits until the pool satisfies `check`; panics with the last status seen otherwise.
+pub async fn wait_pool(
+    api: &Api<RenderPool>,
+    name: &str,
+    timeout: Duration,
+    check: impl Fn(&RenderPool) -> bool,
+) -> RenderPool {
+    let found =
+        wait_for(timeout, || async { api.get_opt(name).await.ok().flatten().filter(|p| check(p)) })
+            .await;
+    match found {
+        Some(pool) => pool,
+        None => {
+            let last = api.get_opt(name).await.map(|p| p.map(|p| p.status));
+            panic!("RenderPool {name} never reached the expected state; last status: {last:?}")
+        }
+    }
+}
+
+/// Condition `type_` of the pool: (status, reason, message).
+pub fn condition(pool: &RenderPool, type_: &str) -> Option<(String, String, String)> {
+    pool.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Ready=True for the pool's current generation.
+pub fn is_ready(pool: &RenderPool) -> bool {
+    let current =
+        pool.status.as_ref().and_then(|s| s.observed_generation) == pool.metadata.generation;
+    current && condition(pool, "Ready").is_some_and(|(s, _, _)| s == "True")
+}
+
+/// Ready and nothing rolling: the pool is at rest.
+pub fn is_settled(pool: &RenderPool) -> bool {
+    is_ready(pool) && condition(pool, "Progressing").is_some_and(|(s, _, _)| s == "False")
+}
+
+/// Waits for a Deployment to satisfy `check`.
+pub async fn wait_deployment(
+    api: &Api<Deployment>,
+    name: &str,
+    timeout: Duration,
+    check: impl Fn(&Deployment) -> bool,
+) -> Deployment {
+    wait_for(timeout, || async { api.get_opt(name).await.ok().flatten().filter(|d| check(d)) })
+        .await
+        .unwrap_or_else(|| panic!("Deployment {name} never reached the expected state"))
+}
+
+/// Environment of the first container of a Deployment, as a map.
+pub fn container_env(d: &Deployment) -> std::collections::BTreeMap<String, String> {
+    d.spec.template.spec.as_ref().unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect()
+}
+
+/// Sum of every sample of `metric` (with any labels) in Prometheus text.
+pub fn metric_sum(text: &str, metric: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
