@@ -129,6 +129,7 @@ fn saturate(n: u64) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const GIB: u64 = 1024 * MIB;
