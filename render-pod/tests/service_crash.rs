@@ -128,7 +128,10 @@ async fn job_past_its_deadline_kills_and_replaces_its_worker() {
     // A slow document is not a poison pill: it is accepted again (and times out again).
     let (status, _) = error_code(server.post(SLOW, doc("pdf/gnuplot.pdf")).await).await;
     assert_eq!(status, 504);
-    assert_eq!(server.post("/v1/info", doc("pdf/trivial.pdf")).await.status(), 200);
+    assert_eq!(
+        server.post_honouring_retry_after("/v1/info", doc("pdf/trivial.pdf")).await.status(),
+        200
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,5 +186,8 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
         // The running one hits its deadline; the queued ones expire behind it.
         assert_eq!(request.await.unwrap(), 504);
     }
-    assert_eq!(server.post("/v1/info", doc("pdf/trivial.pdf")).await.status(), 200);
+    assert_eq!(
+        server.post_honouring_retry_after("/v1/info", doc("pdf/trivial.pdf")).await.status(),
+        200
+    );
 }

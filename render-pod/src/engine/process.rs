@@ -10,6 +10,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::ops::{OpError, OpOutput};
 
+use super::poison::DocHash;
 use super::procfs;
 use super::protocol::{self, ProtocolError, WorkerMessage};
 
@@ -44,6 +45,8 @@ pub struct WorkerProcess {
     stdout: BufReader<ChildStdout>,
     pid: u32,
     started: Instant,
+    /// The document the worker kept from its last job.
+    holds: Option<DocHash>,
 }
 
 impl WorkerProcess {
@@ -84,6 +87,7 @@ impl WorkerProcess {
             stdout: BufReader::with_capacity(1 << 16, stdout),
             pid,
             started: Instant::now(),
+            holds: None,
         };
         let ready = tokio::time::timeout(
             command.ready_timeout,
@@ -116,14 +120,24 @@ impl WorkerProcess {
         self.started.elapsed()
     }
 
-    /// Sends one job and waits for the answer. A pipe error means the worker died.
+    /// True when the worker kept the document with this hash from its last job.
+    pub fn holds(&self, hash: &DocHash) -> bool {
+        self.holds.as_ref() == Some(hash)
+    }
+
+    /// Sends one job (`doc` is `None` when the header says the worker holds it) and waits for
+    /// the answer. A pipe error means the worker died.
     pub async fn run(
         &mut self,
         header: &[u8],
-        doc: &[u8],
+        doc: Option<&[u8]>,
+        hash: DocHash,
     ) -> Result<Result<OpOutput, OpError>, ProtocolError> {
         protocol::write_frame_async(&mut self.stdin, header).await?;
-        protocol::write_frame_async(&mut self.stdin, doc).await?;
+        if let Some(doc) = doc {
+            protocol::write_frame_async(&mut self.stdin, doc).await?;
+        }
+        self.holds = Some(hash);
         let frame = protocol::read_frame_async(&mut self.stdout).await?;
         match protocol::decode::<WorkerMessage>(&frame)? {
             WorkerMessage::Done(result) => Ok(result),

@@ -1,9 +1,9 @@
 //! The pipe protocol between the supervisor and a worker: length-prefixed frames.
 //!
-//! A frame is a little-endian `u32` length and that many bytes. The supervisor sends a job as two
-//! frames (a postcard-encoded [`JobHeader`], then the raw document, so the document is written
-//! straight from the request body without re-encoding); the worker answers with one
-//! postcard-encoded [`WorkerMessage`] frame.
+//! A frame is a little-endian `u32` length and that many bytes. The supervisor sends a job as a
+//! postcard-encoded [`JobHeader`] frame, then the raw document (written straight from the request
+//! body without re-encoding) unless the worker already holds that document; the worker answers
+//! with one postcard-encoded [`WorkerMessage`] frame.
 
 use std::io::{self, Read, Write};
 
@@ -15,9 +15,12 @@ use crate::ops::{Op, OpError, OpOutput};
 /// Largest frame either side accepts; a bigger length prefix means a corrupt stream.
 pub const MAX_FRAME: usize = 1 << 30;
 
-/// What to do with the document that follows in the next frame.
+/// What to do, and with which document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobHeader {
+    /// True: reuse the previous job's document, no document frame follows. Consecutive pages of
+    /// one document then cost no pipe copy (a 600 KB manual per page adds up).
+    pub same_document: bool,
     /// Password for an encrypted document.
     pub password: Option<String>,
     /// The operation.
@@ -145,7 +148,7 @@ mod tests {
 
     #[tokio::test]
     async fn async_side_reads_what_the_blocking_side_writes() {
-        let header = JobHeader { password: Some("pw".into()), op: Op::Info };
+        let header = JobHeader { same_document: false, password: Some("pw".into()), op: Op::Info };
         let mut buf = Vec::new();
         write_frame(&mut buf, &encode(&header).unwrap()).unwrap();
         let frame = read_frame_async(&mut buf.as_slice()).await.unwrap();

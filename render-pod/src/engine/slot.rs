@@ -146,7 +146,9 @@ async fn run_job(
     }
     metrics.queue_wait.observe((now - job.arrived).as_secs_f64());
     let op = op_name(&job.task.op);
-    let header = JobHeader { password: job.task.password.clone(), op: job.task.op.clone() };
+    let same_document = worker.holds(&job.task.hash);
+    let header =
+        JobHeader { same_document, password: job.task.password.clone(), op: job.task.op.clone() };
     let header = match protocol::encode(&header) {
         Ok(header) => header,
         Err(e) => {
@@ -158,8 +160,9 @@ async fn run_job(
     status.busy.store(true, Ordering::Relaxed);
     metrics.slot_state(Some("idle"), "busy");
     let started = Instant::now();
+    let doc = (!same_document).then_some(&job.task.doc[..]);
     let outcome =
-        tokio::time::timeout_at(job.deadline.into(), worker.run(&header, &job.task.doc)).await;
+        tokio::time::timeout_at(job.deadline.into(), worker.run(&header, doc, job.task.hash)).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
     metrics.slot_state(Some("busy"), "idle");

@@ -31,11 +31,16 @@ pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
     let mut executor = Executor::new(pdfium, limits);
     let mut input = BufReader::new(std::io::stdin().lock());
     send(&mut output, &WorkerMessage::Ready)?;
+    // The last document received; the supervisor skips sending it again while it stays the same.
+    let mut doc = Vec::new();
     while let Some(header) = protocol::read_frame(&mut input)? {
         let header: JobHeader = protocol::decode(&header)?;
-        let Some(doc) = protocol::read_frame(&mut input)? else {
-            break;
-        };
+        if !header.same_document {
+            let Some(next) = protocol::read_frame(&mut input)? else {
+                break;
+            };
+            doc = next;
+        }
         let result = executor.execute(&doc, header.password.as_deref(), &header.op);
         send(&mut output, &WorkerMessage::Done(result))?;
     }

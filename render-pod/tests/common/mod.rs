@@ -132,6 +132,25 @@ impl Server {
             .unwrap()
     }
 
+    /// Posts like a well-behaved client: a 503 is retried after its `Retry-After`, for at most
+    /// 15 s. Right after a worker was replaced, jobs that expired in the queue hold their places
+    /// until the new worker drains them, and the pod says so with 503 + Retry-After.
+    pub async fn post_honouring_retry_after(&self, path: &str, body: Vec<u8>) -> reqwest::Response {
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let response = self.post(path, body.clone()).await;
+            if response.status() != 503 || std::time::Instant::now() > give_up {
+                return response;
+            }
+            let wait: u64 = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .expect("a 503 carries Retry-After");
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+        }
+    }
+
     /// A metric's value summed over label sets whose line contains every `needle`.
     pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
         let text =
