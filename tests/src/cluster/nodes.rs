@@ -24,7 +24,11 @@ pub(super) async fn ensure(
     let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
     for name in &names {
         if nodes.get_opt(name).await?.is_none() {
-            nodes.create(&PostParams::default(), &node(name, cpu, memory)?).await?;
+            match nodes.create(&PostParams::default(), &node(name, cpu, memory)?).await {
+                // Tests sharing the cluster may ask for the same nodes at the same moment.
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                created => drop(created?),
+            }
         }
     }
     for _ in 0..300 {
