@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::encode::ImageFormat;
-use crate::ops::{Executor, Op, OpError, OpLimits, OpOutput, RenderSize};
+use crate::ops::{Document, Executor, Op, OpError, OpLimits, OpOutput, RenderSize};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 /// The one-shot subcommands, flattened into the binary's CLI.
@@ -95,7 +95,7 @@ pub fn run_to(cmd: OneShot, out: &mut impl Write) -> Result<(), OneShotError> {
         std::fs::read(file).map_err(|source| OneShotError::Read { path: file.clone(), source })?;
     let mut executor = Executor::new(pdfium_lib::bind()?, OpLimits::default());
     let output = executor
-        .execute(&bytes, password.as_deref(), &op)
+        .execute(&Document::new(&bytes, password.as_deref()), &op)
         .map_err(|source| OneShotError::Op { path: file.clone(), source })?;
     let stdout_error = |source| OneShotError::Write { path: "<stdout>".into(), source };
     match (cmd, output) {

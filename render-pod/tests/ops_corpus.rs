@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use render_pod::ops::{
-    DocInfo, Executor, ExtractOutput, ImageFormat, ImageOutput, Op, OpError, OpLimits, OpOutput,
-    PageSelection, RenderSize,
+    DocInfo, Document, Executor, ExtractOutput, ImageFormat, ImageOutput, Op, OpError, OpLimits,
+    OpOutput, PageSelection, RenderSize,
 };
 use serde_json::Value;
 
@@ -45,14 +45,14 @@ fn executor(limits: OpLimits) -> Executor {
 }
 
 fn info(ex: &mut Executor, doc: &[u8], password: Option<&str>) -> Result<DocInfo, OpError> {
-    match ex.execute(doc, password, &Op::Info)? {
+    match ex.execute(&Document::new(doc, password), &Op::Info)? {
         OpOutput::Info(info) => Ok(info),
         other => panic!("Info gave {other:?}"),
     }
 }
 
 fn extract(ex: &mut Executor, doc: &[u8], op: Op) -> Result<ExtractOutput, OpError> {
-    match ex.execute(doc, None, &op)? {
+    match ex.execute(&Document::new(doc, None), &op)? {
         OpOutput::Text(text) => Ok(text),
         other => panic!("Extract gave {other:?}"),
     }
@@ -65,7 +65,7 @@ fn render(
     size: RenderSize,
     format: ImageFormat,
 ) -> Result<ImageOutput, OpError> {
-    match ex.execute(doc, None, &Op::Render { page, size, format })? {
+    match ex.execute(&Document::new(doc, None), &Op::Render { page, size, format })? {
         OpOutput::Image(image) => Ok(image),
         other => panic!("Render gave {other:?}"),
     }
@@ -253,7 +253,7 @@ fn bad_files_give_typed_errors() {
     let mut ex = executor(OpLimits::default());
     for name in ["bad/empty.pdf", "bad/invalid.pdf", "bad/truncated-R-intro.pdf"] {
         for op in [Op::Info, Op::Extract { pages: None, max_chars: None }] {
-            let err = ex.execute(&read(name), None, &op).unwrap_err();
+            let err = ex.execute(&Document::new(&read(name), None), &op).unwrap_err();
             assert!(matches!(err, OpError::Unreadable { .. }), "{name}: {err:?}");
             assert_eq!((err.code(), err.status()), ("unreadable_document", 422));
         }
@@ -271,7 +271,7 @@ fn bad_files_give_typed_errors() {
         assert!(opened.encrypted, "{name}");
         assert!(opened.page_count >= 1, "{name}");
         let op = Op::Render { page: 1, size: RenderSize::Width(200), format: ImageFormat::Png };
-        let image = ex.execute(&doc, Some("asdfzxcv"), &op).unwrap();
+        let image = ex.execute(&Document::new(&doc, Some("asdfzxcv")), &op).unwrap();
         assert!(matches!(image, OpOutput::Image(ImageOutput { width: 200, .. })), "{name}");
     }
     // After all that, the executor still serves a good document.
@@ -372,7 +372,10 @@ fn watermark_output_reopens_with_the_text_on_every_page() {
     {
         let original = read(name);
         let OpOutput::Pdf(marked) = ex
-            .execute(&original, None, &Op::Watermark { text: "CONFIDENTIAL draft".into() })
+            .execute(
+                &Document::new(&original, None),
+                &Op::Watermark { text: "CONFIDENTIAL draft".into() },
+            )
             .unwrap()
         else {
             panic!("Watermark gave no PDF")
@@ -397,6 +400,9 @@ fn watermark_output_reopens_with_the_text_on_every_page() {
         let b = render(&mut ex, &marked, 1, size, ImageFormat::Png).unwrap();
         assert_ne!(decode(&a).to_luma8().into_raw(), decode(&b).to_luma8().into_raw(), "{name}");
     }
-    let err = ex.execute(&read("pdf/trivial.pdf"), None, &Op::Watermark { text: " ".into() });
+    let err = ex.execute(
+        &Document::new(&read("pdf/trivial.pdf"), None),
+        &Op::Watermark { text: " ".into() },
+    );
     assert_eq!(err.unwrap_err().code(), "invalid_request");
 }

@@ -5,16 +5,14 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use tokio::sync::oneshot;
 
-use crate::ops::{Op, OpError, OpOutput};
-
-use super::poison::DocHash;
+use crate::ops::{DocHash, Op, OpError, OpOutput};
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone)]
 pub struct Task {
     /// The document (shared with the request body, never copied per page task).
     pub doc: Bytes,
-    /// Its sha256, for the poison list.
+    /// Its sha256: poison list, worker cache key, "worker holds it" check.
     pub hash: DocHash,
     /// Password for an encrypted document.
     pub password: Option<String>,

@@ -22,10 +22,9 @@ use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::ops::OpOutput;
+use crate::ops::{DocHash, OpOutput};
 
 pub use job::{JobError, Task};
-pub use poison::DocHash;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
 

@@ -4,18 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
-/// sha256 of a document's bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DocHash(pub [u8; 32]);
-
-impl DocHash {
-    /// Hashes a document (CPU work: call it off the async threads for large bodies).
-    pub fn of(bytes: &[u8]) -> Self {
-        Self(Sha256::digest(bytes).into())
-    }
-}
+use crate::ops::DocHash;
 
 /// Documents that crashed a worker, each with the instant its quarantine ends.
 #[derive(Debug)]

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::ops::{OpError, OpOutput};
+use crate::ops::{DocHash, OpError, OpOutput};
 
-use super::poison::DocHash;
 use super::procfs;
 use super::protocol::{self, ProtocolError, WorkerMessage};
 

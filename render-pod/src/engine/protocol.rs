@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::ops::{Op, OpError, OpOutput};
+use crate::ops::{DocHash, Op, OpError, OpOutput};
 
 /// Largest frame either side accepts; a bigger length prefix means a corrupt stream.
 pub const MAX_FRAME: usize = 1 << 30;
@@ -21,6 +21,8 @@ pub struct JobHeader {
     /// True: reuse the previous job's document, no document frame follows. Consecutive pages of
     /// one document then cost no pipe copy (a 600 KB manual per page adds up).
     pub same_document: bool,
+    /// sha256 of the document (the worker's cache key; it never hashes the bytes itself).
+    pub hash: DocHash,
     /// Password for an encrypted document.
     pub password: Option<String>,
     /// The operation.
@@ -148,7 +150,12 @@ mod tests {
 
     #[tokio::test]
     async fn async_side_reads_what_the_blocking_side_writes() {
-        let header = JobHeader { same_document: false, password: Some("pw".into()), op: Op::Info };
+        let header = JobHeader {
+            same_document: false,
+            hash: DocHash::of(b"doc"),
+            password: Some("pw".into()),
+            op: Op::Info,
+        };
         let mut buf = Vec::new();
         write_frame(&mut buf, &encode(&header).unwrap()).unwrap();
         let frame = read_frame_async(&mut buf.as_slice()).await.unwrap();

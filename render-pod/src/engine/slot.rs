@@ -147,8 +147,12 @@ async fn run_job(
     metrics.queue_wait.observe((now - job.arrived).as_secs_f64());
     let op = op_name(&job.task.op);
     let same_document = worker.holds(&job.task.hash);
-    let header =
-        JobHeader { same_document, password: job.task.password.clone(), op: job.task.op.clone() };
+    let header = JobHeader {
+        same_document,
+        hash: job.task.hash,
+        password: job.task.password.clone(),
+        op: job.task.op.clone(),
+    };
     let header = match protocol::encode(&header) {
         Ok(header) => header,
         Err(e) => {

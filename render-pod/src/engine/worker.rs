@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 
-use crate::ops::{Executor, OpLimits};
+use crate::ops::{DocHash, Document, Executor, OpLimits};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 use super::protocol::{self, JobHeader, ProtocolError, WorkerMessage};
@@ -18,6 +18,10 @@ pub enum WorkerError {
     /// The pipe to the supervisor broke or carried garbage.
     #[error("protocol: {0}")]
     Protocol(#[from] ProtocolError),
+    /// The supervisor named a document this worker does not hold (a supervisor bug: stop
+    /// rather than answer from the wrong document).
+    #[error("job names a document this worker does not hold")]
+    NotHeld,
     /// Moving stdout aside failed.
     #[error("cannot set up the protocol pipe: {0}")]
     Setup(std::io::Error),
@@ -31,17 +35,22 @@ pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
     let mut executor = Executor::new(pdfium, limits);
     let mut input = BufReader::new(std::io::stdin().lock());
     send(&mut output, &WorkerMessage::Ready)?;
-    // The last document received; the supervisor skips sending it again while it stays the same.
-    let mut doc = Vec::new();
+    // The last document received and its hash; the supervisor skips sending it again while it
+    // stays the same.
+    let mut held: Option<(Vec<u8>, DocHash)> = None;
     while let Some(header) = protocol::read_frame(&mut input)? {
         let header: JobHeader = protocol::decode(&header)?;
         if !header.same_document {
-            let Some(next) = protocol::read_frame(&mut input)? else {
+            let Some(bytes) = protocol::read_frame(&mut input)? else {
                 break;
             };
-            doc = next;
+            held = Some((bytes, header.hash));
         }
-        let result = executor.execute(&doc, header.password.as_deref(), &header.op);
+        let Some((bytes, hash)) = held.as_ref().filter(|(_, hash)| *hash == header.hash) else {
+            return Err(WorkerError::NotHeld);
+        };
+        let doc = Document { bytes, hash: *hash, password: header.password.as_deref() };
+        let result = executor.execute(&doc, &header.op);
         send(&mut output, &WorkerMessage::Done(result))?;
     }
     Ok(())

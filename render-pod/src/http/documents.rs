@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde::Serialize;
 
-use crate::engine::{DocHash, JobError, Task};
-use crate::ops::{ImageOutput, Op, OpError, OpOutput, PageSelection, RenderSize};
+use crate::engine::{JobError, Task};
+use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, PageSelection, RenderSize};
 
 use super::AppState;
 use super::error::ApiError;

@@ -2,9 +2,8 @@
 //! document (page after page of a filmstrip) parse it once.
 
 use pdfium_render::prelude::{PdfDocument, Pdfium};
-use sha2::{Digest, Sha256};
 
-use super::OpError;
+use super::{DocHash, Document, OpError};
 
 /// Opens `bytes` with PDFium, mapping failures to [`OpError`]. An empty password counts as none.
 pub fn open(
@@ -21,14 +20,30 @@ pub fn open(
         .map_err(|e| OpError::from_load(e, password.is_some()))
 }
 
-/// The last opened document, keyed by the sha256 of its bytes and password.
+/// What makes two requests the same open document: the bytes' hash and the password (a wrong
+/// password must not reuse a document opened with the right one).
+#[derive(Debug, PartialEq, Eq)]
+struct Key {
+    hash: DocHash,
+    password: Option<String>,
+}
+
+impl Key {
+    fn of(doc: &Document<'_>) -> Self {
+        Self { hash: doc.hash, password: doc.password().map(str::to_owned) }
+    }
+
+    fn matches(&self, doc: &Document<'_>) -> bool {
+        self.hash == doc.hash && self.password.as_deref() == doc.password()
+    }
+}
+
+/// The last opened document, keyed by its hash and password.
 pub struct DocumentCache {
     pdfium: &'static Pdfium,
     current: Option<(Key, PdfDocument<'static>)>,
     loads: u64,
 }
-
-type Key = [u8; 32];
 
 impl DocumentCache {
     /// An empty cache over the process's PDFium.
@@ -36,22 +51,17 @@ impl DocumentCache {
         Self { pdfium, current: None, loads: 0 }
     }
 
-    /// The open document for these bytes and password, parsing them only when they differ
-    /// from the last call's.
-    pub fn get(
-        &mut self,
-        bytes: &[u8],
-        password: Option<&str>,
-    ) -> Result<&PdfDocument<'static>, OpError> {
-        let key = key(bytes, password);
-        if self.current.as_ref().is_some_and(|(k, _)| *k == key) {
-            return self.current.as_ref().map(|(_, doc)| doc).ok_or_else(unreachable_miss);
+    /// The open document for `doc`, parsing it only when it differs from the last call's. Costs
+    /// no hashing: the caller's hash is the key.
+    pub fn get(&mut self, doc: &Document<'_>) -> Result<&PdfDocument<'static>, OpError> {
+        if self.current.as_ref().is_some_and(|(key, _)| key.matches(doc)) {
+            return self.current.as_ref().map(|(_, open)| open).ok_or_else(unreachable_miss);
         }
         // Close the previous document first: a worker holds at most one.
         self.current = None;
         self.loads += 1;
-        let doc = open(self.pdfium, bytes.to_vec(), password)?;
-        Ok(&self.current.insert((key, doc)).1)
+        let open = open(self.pdfium, doc.bytes.to_vec(), doc.password())?;
+        Ok(&self.current.insert((Key::of(doc), open)).1)
     }
 
     /// How many times a document was parsed (diagnostics: shows the cache working).
@@ -64,29 +74,21 @@ fn unreachable_miss() -> OpError {
     OpError::Internal { detail: "document cache lost its entry".into() }
 }
 
-/// sha256 over the password (length-prefixed, so bytes cannot slide between the two) and the
-/// document.
-fn key(bytes: &[u8], password: Option<&str>) -> Key {
-    let password = password.filter(|p| !p.is_empty()).unwrap_or("");
-    let mut hasher = Sha256::new();
-    hasher.update((password.len() as u64).to_le_bytes());
-    hasher.update(password.as_bytes());
-    hasher.update(bytes);
-    hasher.finalize().into()
-}
-
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
-    fn key_depends_on_bytes_and_password() {
-        let doc = b"%PDF-1.4 ...";
-        assert_eq!(key(doc, None), key(doc, None));
-        assert_eq!(key(doc, None), key(doc, Some("")));
-        assert_ne!(key(doc, None), key(doc, Some("a")));
-        assert_ne!(key(doc, Some("a")), key(doc, Some("b")));
-        assert_ne!(key(b"ab", Some("")), key(b"b", Some("a")));
-        assert_ne!(key(doc, None), key(b"%PDF-1.5 ...", None));
+    fn key_depends_on_hash_and_password() {
+        let bytes = b"%PDF-1.4 ...";
+        let plain = Key::of(&Document::new(bytes, None));
+        assert!(plain.matches(&Document::new(bytes, None)));
+        assert!(plain.matches(&Document::new(bytes, Some(""))));
+        assert!(!plain.matches(&Document::new(bytes, Some("a"))));
+        assert!(!plain.matches(&Document::new(b"%PDF-1.5 ...", None)));
+        let locked = Key::of(&Document::new(bytes, Some("a")));
+        assert!(locked.matches(&Document::new(bytes, Some("a"))));
+        assert!(!locked.matches(&Document::new(bytes, Some("b"))));
     }
 }

@@ -4,7 +4,8 @@ use pdfium_render::prelude::{PdfDocument, Pdfium};
 
 use super::cache::DocumentCache;
 use super::{
-    Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, render, size, watermark,
+    Document, Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, render, size,
+    watermark,
 };
 
 /// Owns one bound PDFium and the last opened document. One per worker process (PDFium is not
@@ -35,30 +36,25 @@ impl Executor {
         self.cache.loads()
     }
 
-    /// Hashes `doc` (sha256) and reuses the open document when the same bytes and password came
-    /// last, so consecutive pages of one document are parsed once.
-    pub fn execute(
-        &mut self,
-        doc: &[u8],
-        password: Option<&str>,
-        op: &Op,
-    ) -> Result<OpOutput, OpError> {
+    /// Runs `op` on `doc`, reusing the open document when the same hash and password came last,
+    /// so consecutive pages of one document are parsed once.
+    pub fn execute(&mut self, doc: &Document<'_>, op: &Op) -> Result<OpOutput, OpError> {
         precheck(op, self.limits)?;
         let limits = self.limits;
         match op {
-            Op::Info => info::document_info(self.cache.get(doc, password)?).map(OpOutput::Info),
+            Op::Info => info::document_info(self.cache.get(doc)?).map(OpOutput::Info),
             Op::Extract { pages, max_chars } => {
-                let document = self.cache.get(doc, password)?;
+                let document = self.cache.get(doc)?;
                 let selected = selected_pages(document, pages.as_ref(), limits)?;
                 extract::extract_text(document, &selected, *max_chars).map(OpOutput::Text)
             }
             Op::Render { page, size, format } => {
-                let document = self.cache.get(doc, password)?;
+                let document = self.cache.get(doc)?;
                 render::render_page(document, *page, *size, *format, limits.max_pixels)
                     .map(OpOutput::Image)
             }
             Op::Watermark { text } => {
-                watermark::watermark(self.pdfium, doc, password, text, limits.max_pages)
+                watermark::watermark(self.pdfium, doc.bytes, doc.password(), text, limits.max_pages)
                     .map(OpOutput::Pdf)
             }
         }

@@ -1,6 +1,7 @@
 //! Document operations on PDFium: the API the worker processes call.
 
 mod cache;
+mod document;
 mod error;
 mod executor;
 mod extract;
@@ -13,6 +14,7 @@ mod watermark;
 
 use pdfium_render::prelude::{PdfDocument, PdfPageIndex};
 
+pub use document::{DocHash, Document};
 pub use error::OpError;
 pub use executor::Executor;
 pub use selection::{PageRange, PageSelection};

@@ -1,0 +1,40 @@
+//! A document as the executor takes it: bytes, their hash (computed once, by whoever received
+//! them) and the password.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// sha256 of a document's bytes: its identity for the worker's open-document cache, the poison
+/// list and the supervisor's "this worker already holds it" check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DocHash(pub [u8; 32]);
+
+impl DocHash {
+    /// Hashes a document (CPU work: call it off the async threads for large bodies).
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+}
+
+/// One document for [`super::Executor::execute`].
+#[derive(Debug, Clone, Copy)]
+pub struct Document<'a> {
+    /// The file's bytes.
+    pub bytes: &'a [u8],
+    /// `DocHash::of(bytes)`, passed in so a worker never hashes what its supervisor hashed.
+    pub hash: DocHash,
+    /// Password for an encrypted document; empty counts as none.
+    pub password: Option<&'a str>,
+}
+
+impl<'a> Document<'a> {
+    /// A document whose hash is computed here.
+    pub fn new(bytes: &'a [u8], password: Option<&'a str>) -> Self {
+        Self { bytes, hash: DocHash::of(bytes), password }
+    }
+
+    /// The password, with an empty one meaning none.
+    pub fn password(&self) -> Option<&'a str> {
+        self.password.filter(|p| !p.is_empty())
+    }
+}
