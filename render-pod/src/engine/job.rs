@@ -12,7 +12,7 @@ use crate::ops::{DocHash, Op, OpError, OpOutput};
 pub struct Task {
     /// The document (shared with the request body, never copied per page task).
     pub doc: Bytes,
-    /// Its sha256: poison list, worker cache key, "worker holds it" check.
+    /// Its hash: poison list, worker cache key, "worker holds it" check.
     pub hash: DocHash,
     /// Password for an encrypted document.
     pub password: Option<String>,

@@ -21,7 +21,7 @@ pub struct JobHeader {
     /// True: reuse the previous job's document, no document frame follows. Consecutive pages of
     /// one document then cost no pipe copy (a 600 KB manual per page adds up).
     pub same_document: bool,
-    /// sha256 of the document (the worker's cache key; it never hashes the bytes itself).
+    /// The document's hash (the worker's cache key; it never hashes the bytes itself).
     pub hash: DocHash,
     /// Password for an encrypted document.
     pub password: Option<String>,

@@ -40,7 +40,7 @@ pub enum OpOutput {
     /// Result of [`Op::Render`].
     Image(ImageOutput),
     /// Result of [`Op::Watermark`]: the new PDF.
-    Pdf(Vec<u8>),
+    Pdf(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// Facts about a whole document.
@@ -89,7 +89,9 @@ pub struct PageText {
 /// An encoded page image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImageOutput {
-    /// The encoded file.
+    /// The encoded file (as one byte string on the worker pipe: a plain `Vec<u8>` would be
+    /// encoded and decoded element by element, measured at 10% of the front's CPU).
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
     /// Width in pixels.
     pub width: u32,
