@@ -49,17 +49,20 @@ fn in_process_limit(bytes: &[u8], passes: u32) -> f64 {
 /// Set in the child processes of [`parallel_limit`].
 const LIMIT_CHILD: &str = "RENDERPOD_BENCH_LIMIT_CHILD";
 
-/// The in-process loop in `n` processes at once (this bench re-run as children), summed: what
-/// this machine gives `n` independent PDFium loops with nothing else running, i.e. the ceiling
+/// The in-process loop in one child process per entry of `cpus` (this bench re-run), all at
+/// once, each pinned to its CPU if given; their pages/s summed. With `n` unpinned children it is
+/// what this machine gives `n` independent PDFium loops with nothing else running: the ceiling
 /// of any service on it.
-fn parallel_limit(n: usize) -> f64 {
-    let children: Vec<_> = (0..n)
-        .map(|_| {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .env(LIMIT_CHILD, "1")
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+fn limit_in_children(cpus: &[Option<usize>]) -> f64 {
+    let children: Vec<_> = cpus
+        .iter()
+        .map(|cpu| {
+            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+            cmd.env(LIMIT_CHILD, "1").stdout(std::process::Stdio::piped());
+            if let Some(cpu) = *cpu {
+                pin_command(&mut cmd, cpu);
+            }
+            cmd.spawn().unwrap()
         })
         .collect();
     children
@@ -69,6 +72,42 @@ fn parallel_limit(n: usize) -> f64 {
             String::from_utf8(out.stdout).unwrap().trim().parse::<f64>().unwrap()
         })
         .sum()
+}
+
+fn cpu_set(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bitmask; CPU_SET writes one bit inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    }
+}
+
+/// Makes `cmd`'s process (and everything it starts) run on `cpu` only.
+fn pin_command(cmd: &mut std::process::Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    let set = cpu_set(cpu);
+    // SAFETY: sched_setaffinity is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Moves every thread of this process to `cpu` (threads started later inherit it).
+fn pin_self(cpu: usize) {
+    let set = cpu_set(cpu);
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let tid: libc::pid_t = task.unwrap().file_name().to_str().unwrap().parse().unwrap();
+        // SAFETY: as above, on a thread of this process.
+        let rc =
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+    }
 }
 
 /// Busy CPU time of the whole machine (all CPUs, `/proc/stat`).
@@ -281,7 +320,7 @@ fn main() {
         let server = Arc::new(Server::start(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
         let ready = server.wait_ready().await;
         let slots = ready["engine"]["slots"].as_u64().unwrap() as f64;
-        let ceiling = parallel_limit(slots as usize);
+        let ceiling = limit_in_children(&vec![None; slots as usize]);
         // Warm every worker's document cache, then measure with all slots busy (2 clients per
         // slot keep the queue non-empty); three runs, the median counts.
         service_throughput(&server, &bytes, slots as usize, 1).await;
@@ -384,5 +423,44 @@ fn main() {
         println!(
             "  (workers are recycled after jobs/memory, so a slot's peak is its current worker's)"
         );
+        drop(server);
+
+        // A pod-like run: the service (front and worker) confined to one CPU, as in a 1-CPU pod
+        // (it sizes itself to 1 slot from its affinity), with the load generator on the other
+        // CPU, as clients are outside the pod. Last, because it pins this process.
+        if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+            let pinned_limit = limit_in_children(&[Some(1)]);
+            pin_self(0);
+            let mut cmd = std::process::Command::new(common::binary());
+            cmd.args(common::serve_args(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
+            pin_command(&mut cmd, 1);
+            let pod = Arc::new(Server::spawn(cmd));
+            let pod_slots = pod.wait_ready().await["engine"]["slots"].as_u64().unwrap();
+            service_throughput(&pod, &bytes, 1, 1).await;
+            let mut runs = Vec::new();
+            for _ in 0..3 {
+                runs.push(measured_throughput(&pod, &bytes, 2, 3).await);
+            }
+            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (rate, split) = &runs[1];
+            println!(
+                "pod-like: service and its worker on CPU 1 ({pod_slots} slot from its affinity), client on CPU 0:"
+            );
+            println!("  limit on CPU 1, alone:             {pinned_limit:8.1} pages/s");
+            println!(
+                "  service (median of 3):             {rate:8.1} pages/s  (runs: {})",
+                runs.iter().map(|r| format!("{:.1}", r.0)).collect::<Vec<_>>().join(", ")
+            );
+            println!(
+                "  ratio service / (limit x slots):   {:8.3}  (target >= 0.9)",
+                rate / (pinned_limit * pod_slots as f64)
+            );
+            println!(
+                "  CPU per page: worker {:.2} ms, HTTP front {:.2} ms, client {:.2} ms",
+                ms(split.workers),
+                ms(split.front),
+                ms(split.client)
+            );
+        }
     });
 }

@@ -164,22 +164,23 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
         .map(|_| {
             let server = server.clone();
             tokio::spawn(async move {
-                let started = Instant::now();
                 let response = server.post("/v1/info", doc("pdf/trivial.pdf")).await;
                 let retry_after =
                     response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
                 let (status, code) = error_code(response).await;
-                (status, code, retry_after, started.elapsed())
+                (status, code, retry_after)
             })
         })
         .collect();
     for request in flood {
-        let (status, code, retry_after, elapsed) = request.await.unwrap();
+        let (status, code, retry_after) = request.await.unwrap();
         assert_eq!((status, code.as_str()), (503, "overloaded"));
         let secs: u64 = retry_after.expect("Retry-After").parse().unwrap();
         assert!((1..=30).contains(&secs));
-        assert!(elapsed < Duration::from_secs(2), "rejection took {elapsed:?}");
     }
+    // Immediate means without waiting for room: every rejection came back while the jobs that
+    // fill the pod were all still pending.
+    assert!(held.iter().all(|job| !job.is_finished()), "a rejection waited for a slot");
     assert_eq!(server.client.get(server.url("/healthz")).send().await.unwrap().status(), 200);
     assert!(server.metric("renderpod_rejections_total", &["reason=\"queue_full\""]).await >= 20.0);
     for request in held {

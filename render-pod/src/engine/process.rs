@@ -37,6 +37,20 @@ pub enum SpawnError {
     NotReady(String),
 }
 
+/// Pipe capacity asked for: a whole page image or a typical upload fits, so a job crosses in
+/// one write and one wake-up instead of one per 64 KiB (Linux's default).
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
+/// Grows a pipe to [`PIPE_BYTES`]. Best effort: the kernel may cap it (`pipe-max-size`), and a
+/// smaller pipe only costs more wake-ups.
+fn widen_pipe(pipe: &impl std::os::fd::AsRawFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe descriptor this process owns; no memory is passed.
+    let rc = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    if rc < 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "pipe stays at its default size");
+    }
+}
+
 /// A live worker process with its pipes.
 pub struct WorkerProcess {
     child: Child,
@@ -80,6 +94,8 @@ impl WorkerProcess {
         else {
             return Err(SpawnError::NotReady("child has no pipes".into()));
         };
+        widen_pipe(&stdin);
+        widen_pipe(&stdout);
         let mut worker = Self {
             child,
             stdin,

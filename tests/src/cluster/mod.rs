@@ -146,7 +146,22 @@ impl Cluster {
 
 /// Runs `command`, returning stdout, or an error carrying its stderr.
 pub fn run(command: &mut Command) -> Result<String, ClusterError> {
-    let output = command.output()?;
+    run_with_input(command, &[])
+}
+
+/// As [`run`], with `input` written to the command's stdin (`kubectl apply -f -`).
+pub fn run_with_input(command: &mut Command, input: &[u8]) -> Result<String, ClusterError> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(if input.is_empty() { Stdio::null() } else { Stdio::piped() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input)?;
+    }
+    let output = child.wait_with_output()?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {

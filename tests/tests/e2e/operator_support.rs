@@ -4,14 +4,12 @@
 //! Shared by the e2e binary and `leader_election.rs` (through `#[path]`); each uses a part.
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use renderpool_operator::crd::RenderPool;
-use renderpool_tests::cluster::Cluster;
+use renderpool_tests::cluster::{self, Cluster};
 use renderpool_tests::operator::OperatorProcess;
 use renderpool_tests::wait_for;
 
@@ -34,19 +32,7 @@ pub fn kubectl_apply(cluster: &Cluster, namespace: &str, manifest: &str) -> Resu
     if !namespace.is_empty() {
         cmd.args(["-n", namespace]);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    child.stdin.take().unwrap().write_all(manifest.as_bytes()).map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
+    cluster::run_with_input(&mut cmd, manifest.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// A RenderPool manifest with `spec` (JSON object).
