@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use image::ImageEncoder;
-use png::{Compression, Filter};
+use png::{BitDepth, ColorType, Compression, Filter};
 
-use render_pod::encode::png::PngSettings;
+use render_pod::encode::png::PngFilters;
+use render_pod::encode::png_filter::Filter as RowFilter;
 use render_pod::encode::{self, ImageFormat, Pixels, pixels};
 use render_pod::ops::{RenderSize, render::render_rgba, size};
 
@@ -94,17 +95,59 @@ fn baseline_png(f: &Frame) -> Vec<u8> {
     out
 }
 
-/// The service's PNG path with other settings: grey when neutral, else RGB.
-fn png_with(settings: PngSettings) -> impl Fn(&Frame) -> Vec<u8> {
+/// Compression and row filter of an encode through the `png` crate.
+#[derive(Clone, Copy)]
+struct CrateSettings {
+    compression: Compression,
+    filter: Filter,
+}
+
+/// The `png` crate's fast mode with `filter`.
+fn fast(filter: Filter) -> CrateSettings {
+    CrateSettings { compression: Compression::Fast, filter }
+}
+
+/// Encodes `pixels` through the `png` crate, as the service did before its own row pipeline.
+fn png_crate(pixels: &Pixels<'_>, f: &Frame, settings: CrateSettings) -> Vec<u8> {
+    let (data, color) = match *pixels {
+        Pixels::Gray(d) => (d, ColorType::Grayscale),
+        Pixels::Rgb(d) => (d, ColorType::Rgb),
+        Pixels::Rgba(d) => (d, ColorType::Rgba),
+    };
+    let mut out = Vec::with_capacity(data.len() / 8);
+    let mut encoder = png::Encoder::new(&mut out, f.width, f.height);
+    encoder.set_color(color);
+    encoder.set_depth(BitDepth::Eight);
+    encoder.set_compression(settings.compression);
+    encoder.set_filter(settings.filter);
+    let mut writer = encoder.write_header().unwrap();
+    writer.write_image_data(data).unwrap();
+    writer.finish().unwrap();
+    out
+}
+
+/// The whole page as RGB, as the old path converted it before encoding.
+fn rgb_plane(rgba: &[u8]) -> Vec<u8> {
+    let mut rgb = vec![0u8; rgba.len() / pixels::RGBA * 3];
+    pixels::rgba_to_rgb(rgba, &mut rgb);
+    rgb
+}
+
+/// The old service path with `png` crate settings: a grey plane when neutral, else an RGB one,
+/// each converted whole (with today's conversions, faster than the old ones), then filtered and
+/// compressed by the crate.
+fn png_crate_with(grey: CrateSettings, colour: CrateSettings) -> impl Fn(&Frame) -> Vec<u8> {
+    move |f| match pixels::gray_if_neutral(&f.rgba) {
+        Some(gray) => png_crate(&Pixels::Gray(&gray), f, grey),
+        None => png_crate(&Pixels::Rgb(&rgb_plane(&f.rgba)), f, colour),
+    }
+}
+
+/// The service's fused PNG encoder with other row filters (as in the service, a row equal to
+/// the one above is written with Up, all zeros, whatever the filter).
+fn fused(grey: RowFilter, colour: RowFilter) -> impl Fn(&Frame) -> Vec<u8> {
     move |f| {
-        match pixels::gray_if_neutral(&f.rgba) {
-            Some(gray) => encode::png::encode(&Pixels::Gray(&gray), f.width, f.height, settings),
-            None => {
-                let rgb = pixels::rgba_to_rgb(&f.rgba);
-                encode::png::encode(&Pixels::Rgb(&rgb), f.width, f.height, settings)
-            }
-        }
-        .unwrap()
+        encode::png::encode_rgba(&f.rgba, f.width, f.height, PngFilters { grey, colour }).unwrap()
     }
 }
 
@@ -122,57 +165,44 @@ fn main() {
     );
     println!("render only: {:.1} ms/page (PDFium, RGBA)", ms(render_per_page));
 
-    let fast_up = encode::png::GREY;
     let candidates: Vec<(&str, Box<Encoder>)> = vec![
-        ("png  service (fast; grey Up / RGB Paeth)", Box::new(service(ImageFormat::Png))),
+        ("png  service (fused; grey Up / RGB Paeth)", Box::new(service(ImageFormat::Png))),
+        ("png  fused, None", Box::new(fused(RowFilter::None, RowFilter::None))),
+        ("png  fused, Sub", Box::new(fused(RowFilter::Sub, RowFilter::Sub))),
+        ("png  fused, Up", Box::new(fused(RowFilter::Up, RowFilter::Up))),
+        ("png  fused, Average", Box::new(fused(RowFilter::Average, RowFilter::Average))),
+        ("png  fused, Paeth", Box::new(fused(RowFilter::Paeth, RowFilter::Paeth))),
         (
-            "png  fast, Up, RGBA (no grey detection)",
-            Box::new(move |f: &Frame| {
-                encode::png::encode(&Pixels::Rgba(&f.rgba), f.width, f.height, fast_up).unwrap()
+            "png  old: crate fast; grey Up / RGB Paeth",
+            Box::new(png_crate_with(fast(Filter::Up), fast(Filter::Paeth))),
+        ),
+        (
+            "png  crate fast, Up, RGBA (no grey detection)",
+            Box::new(|f: &Frame| png_crate(&Pixels::Rgba(&f.rgba), f, fast(Filter::Up))),
+        ),
+        (
+            "png  crate fast, Up, grey/RGB",
+            Box::new(png_crate_with(fast(Filter::Up), fast(Filter::Up))),
+        ),
+        (
+            "png  crate fast, Sub, grey/RGB",
+            Box::new(png_crate_with(fast(Filter::Sub), fast(Filter::Sub))),
+        ),
+        (
+            "png  crate fast, Paeth, grey/RGB",
+            Box::new(png_crate_with(fast(Filter::Paeth), fast(Filter::Paeth))),
+        ),
+        (
+            "png  crate fast, Adaptive, grey/RGB",
+            Box::new(png_crate_with(fast(Filter::Adaptive), fast(Filter::Adaptive))),
+        ),
+        (
+            "png  crate balanced, Adaptive, grey/RGB",
+            Box::new({
+                let balanced =
+                    CrateSettings { compression: Compression::Balanced, filter: Filter::Adaptive };
+                png_crate_with(balanced, balanced)
             }),
-        ),
-        ("png  fast, Up, grey/RGB", Box::new(png_with(fast_up))),
-        (
-            "png  fast, NoFilter, grey/RGB",
-            Box::new(png_with(PngSettings { filter: Filter::NoFilter, ..fast_up })),
-        ),
-        (
-            "png  fast, Up, grey/RGBA",
-            Box::new(move |f: &Frame| {
-                match pixels::gray_if_neutral(&f.rgba) {
-                    Some(g) => encode::png::encode(&Pixels::Gray(&g), f.width, f.height, fast_up),
-                    None => encode::png::encode(&Pixels::Rgba(&f.rgba), f.width, f.height, fast_up),
-                }
-                .unwrap()
-            }),
-        ),
-        (
-            "grey detection + conversion only",
-            Box::new(|f: &Frame| pixels::gray_if_neutral(&f.rgba).unwrap_or_default()),
-        ),
-        ("RGB conversion only", Box::new(|f: &Frame| pixels::rgba_to_rgb(&f.rgba))),
-        (
-            "png  fast, Adaptive, grey/RGB",
-            Box::new(png_with(PngSettings { filter: Filter::Adaptive, ..fast_up })),
-        ),
-        (
-            "png  fast, Sub, grey/RGB",
-            Box::new(png_with(PngSettings { filter: Filter::Sub, ..fast_up })),
-        ),
-        (
-            "png  fast, Paeth, grey/RGB",
-            Box::new(png_with(PngSettings { filter: Filter::Paeth, ..fast_up })),
-        ),
-        (
-            "png  fastest, Up, grey/RGB",
-            Box::new(png_with(PngSettings { compression: Compression::Fastest, ..fast_up })),
-        ),
-        (
-            "png  balanced, Adaptive, grey/RGB",
-            Box::new(png_with(PngSettings {
-                compression: Compression::Balanced,
-                filter: Filter::Adaptive,
-            })),
         ),
         (
             "png  image PngEncoder zlib level 6, RGBA",
@@ -188,6 +218,11 @@ fn main() {
                 out
             }),
         ),
+        (
+            "grey detection + grey plane only",
+            Box::new(|f: &Frame| pixels::gray_if_neutral(&f.rgba).unwrap_or_default()),
+        ),
+        ("RGB plane only", Box::new(|f: &Frame| rgb_plane(&f.rgba))),
         ("jpeg service (q80, grey/RGBA)", Box::new(service(ImageFormat::Jpeg))),
         ("webp service (lossless, RGBA)", Box::new(service(ImageFormat::Webp))),
         (
@@ -201,6 +236,12 @@ fn main() {
             }),
         ),
     ];
+    // `cargo bench --bench encoding -- WORD...` keeps only the encoders whose name has a WORD.
+    let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let candidates: Vec<_> = candidates
+        .into_iter()
+        .filter(|(name, _)| words.is_empty() || words.iter().any(|w| name.contains(w.as_str())))
+        .collect();
 
     let groups: [(&str, Vec<&Frame>); 3] = [
         ("all pages", frames.iter().collect()),

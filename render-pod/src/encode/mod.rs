@@ -4,6 +4,7 @@ mod format;
 pub mod jpeg;
 pub mod pixels;
 pub mod png;
+pub mod png_filter;
 pub mod webp;
 
 pub use format::{ImageFormat, UnknownFormat};
@@ -73,10 +74,11 @@ pub enum EncodeError {
 }
 
 /// Encodes an opaque RGBA render (rows packed) in `format`, with per-format choices measured
-/// by `benches/encoding.rs`. PNG and JPEG encode a page without colour from its grey plane (a
-/// quarter of the bytes to filter and compress); a colour page goes to PNG as RGB (smaller than
-/// RGBA with its constant alpha) and to JPEG as RGBA (it skips alpha itself). WebP takes RGBA
-/// as rendered: its encoder works on ARGB internally, so a grey plane saves nothing.
+/// by `benches/encoding.rs`. PNG and JPEG encode a page without colour as grey (a quarter of
+/// the bytes to filter and compress); a colour page goes to PNG as RGB (smaller than RGBA with
+/// its constant alpha) and to JPEG as RGBA (it skips alpha itself). PNG converts, filters and
+/// compresses row by row in one pass. WebP takes RGBA as rendered: its encoder works on ARGB
+/// internally, so a grey plane saves nothing.
 pub fn encode_rgba(
     rgba: &[u8],
     width: u32,
@@ -86,13 +88,7 @@ pub fn encode_rgba(
     let all = Pixels::Rgba(rgba);
     all.checked(width, height)?;
     match format {
-        ImageFormat::Png => match pixels::gray_if_neutral(rgba) {
-            Some(gray) => png::encode(&Pixels::Gray(&gray), width, height, png::GREY),
-            None => {
-                let rgb = pixels::rgba_to_rgb(rgba);
-                png::encode(&Pixels::Rgb(&rgb), width, height, png::COLOUR)
-            }
-        },
+        ImageFormat::Png => png::encode_rgba(rgba, width, height, png::FILTERS),
         ImageFormat::Jpeg => match pixels::gray_if_neutral(rgba) {
             Some(gray) => jpeg::encode(&Pixels::Gray(&gray), width, height),
             None => jpeg::encode(&all, width, height),
@@ -113,8 +109,8 @@ mod tests {
             err,
             EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 4, len: 12 }
         );
-        let err = png::encode(&Pixels::Gray(&[0; 3]), 2, 2, png::GREY).unwrap_err();
-        assert_eq!(err, EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 1, len: 3 });
+        let err = png::encode_rgba(&[0; 3], 1, 1, png::FILTERS).unwrap_err();
+        assert_eq!(err, EncodeError::BadBuffer { width: 1, height: 1, bytes_per_pixel: 4, len: 3 });
     }
 
     #[test]
