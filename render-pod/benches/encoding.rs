@@ -1,6 +1,8 @@
 //! Encoding benchmark: renders real corpus pages at 150 dpi once, then times each encoder
 //! (the service's choice per format and the alternatives it was chosen from) against a plain
-//! default PNG encode (`image`'s PngEncoder, RGBA as rendered) in the same process.
+//! default PNG encode (`image`'s PngEncoder of the page as RGBA) in the same process. Pages are
+//! rendered as the service renders them, in PDFium's BGRA; the baseline gets an RGBA copy made
+//! beforehand, so the swap is not charged to it.
 //! Prints figures; asserts nothing about time. Run: cargo bench -p render-pod --bench encoding
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +15,7 @@ use png::{BitDepth, ColorType, Compression, Filter};
 use render_pod::encode::png::PngFilters;
 use render_pod::encode::png_filter::Filter as RowFilter;
 use render_pod::encode::{self, ImageFormat, Pixels, pixels};
-use render_pod::ops::{RenderSize, render::render_rgba, size};
+use render_pod::ops::{RenderSize, render::render_bgra, size};
 
 /// Timed passes over all pages per encoder; the fastest counts.
 const PASSES: u32 = 5;
@@ -25,6 +27,9 @@ type Encoder = dyn Fn(&Frame) -> Vec<u8>;
 struct Frame {
     width: u32,
     height: u32,
+    /// As rendered, for the service's encoders.
+    bgra: Vec<u8>,
+    /// The same page as RGBA, for the baseline and the `png` crate's RGBA variants.
     rgba: Vec<u8>,
     colour: bool,
 }
@@ -59,10 +64,11 @@ fn render_all() -> (Vec<Frame>, Duration) {
                     .unwrap();
             let (w, h) = size::check_pixels(w, h, u64::MAX).unwrap();
             let start = Instant::now();
-            let rgba = render_rgba(&page, w, h).unwrap();
+            let bgra = render_bgra(&page, w, h).unwrap();
             rendering += start.elapsed();
-            let colour = pixels::gray_if_neutral(&rgba).is_none();
-            frames.push(Frame { width: w as u32, height: h as u32, rgba, colour });
+            let colour = pixels::gray_if_neutral(&bgra).is_none();
+            let rgba = pixels::bgra_to_rgba(&bgra);
+            frames.push(Frame { width: w as u32, height: h as u32, bgra, rgba, colour });
         }
     }
     let per_page = rendering / frames.len() as u32;
@@ -113,6 +119,7 @@ fn png_crate(pixels: &Pixels<'_>, f: &Frame, settings: CrateSettings) -> Vec<u8>
         Pixels::Gray(d) => (d, ColorType::Grayscale),
         Pixels::Rgb(d) => (d, ColorType::Rgb),
         Pixels::Rgba(d) => (d, ColorType::Rgba),
+        Pixels::Bgra(_) => panic!("PNG has no BGRA layout"),
     };
     let mut out = Vec::with_capacity(data.len() / 8);
     let mut encoder = png::Encoder::new(&mut out, f.width, f.height);
@@ -127,9 +134,9 @@ fn png_crate(pixels: &Pixels<'_>, f: &Frame, settings: CrateSettings) -> Vec<u8>
 }
 
 /// The whole page as RGB, as the old path converted it before encoding.
-fn rgb_plane(rgba: &[u8]) -> Vec<u8> {
-    let mut rgb = vec![0u8; rgba.len() / pixels::RGBA * 3];
-    pixels::rgba_to_rgb(rgba, &mut rgb);
+fn rgb_plane(bgra: &[u8]) -> Vec<u8> {
+    let mut rgb = vec![0u8; bgra.len() / pixels::BGRA * 3];
+    pixels::bgra_to_rgb(bgra, &mut rgb);
     rgb
 }
 
@@ -137,9 +144,9 @@ fn rgb_plane(rgba: &[u8]) -> Vec<u8> {
 /// each converted whole (with today's conversions, faster than the old ones), then filtered and
 /// compressed by the crate.
 fn png_crate_with(grey: CrateSettings, colour: CrateSettings) -> impl Fn(&Frame) -> Vec<u8> {
-    move |f| match pixels::gray_if_neutral(&f.rgba) {
+    move |f| match pixels::gray_if_neutral(&f.bgra) {
         Some(gray) => png_crate(&Pixels::Gray(&gray), f, grey),
-        None => png_crate(&Pixels::Rgb(&rgb_plane(&f.rgba)), f, colour),
+        None => png_crate(&Pixels::Rgb(&rgb_plane(&f.bgra)), f, colour),
     }
 }
 
@@ -147,12 +154,12 @@ fn png_crate_with(grey: CrateSettings, colour: CrateSettings) -> impl Fn(&Frame)
 /// the one above is written with Up, all zeros, whatever the filter).
 fn fused(grey: RowFilter, colour: RowFilter) -> impl Fn(&Frame) -> Vec<u8> {
     move |f| {
-        encode::png::encode_rgba(&f.rgba, f.width, f.height, PngFilters { grey, colour }).unwrap()
+        encode::png::encode_bgra(&f.bgra, f.width, f.height, PngFilters { grey, colour }).unwrap()
     }
 }
 
 fn service(format: ImageFormat) -> impl Fn(&Frame) -> Vec<u8> {
-    move |f| encode::encode_rgba(&f.rgba, f.width, f.height, format).unwrap()
+    move |f| encode::encode_bgra(&f.bgra, f.width, f.height, format).unwrap()
 }
 
 fn main() {
@@ -220,15 +227,15 @@ fn main() {
         ),
         (
             "grey detection + grey plane only",
-            Box::new(|f: &Frame| pixels::gray_if_neutral(&f.rgba).unwrap_or_default()),
+            Box::new(|f: &Frame| pixels::gray_if_neutral(&f.bgra).unwrap_or_default()),
         ),
-        ("RGB plane only", Box::new(|f: &Frame| rgb_plane(&f.rgba))),
+        ("RGB plane only", Box::new(|f: &Frame| rgb_plane(&f.bgra))),
         ("jpeg service (q80, grey/RGBA)", Box::new(service(ImageFormat::Jpeg))),
         ("webp service (lossless, RGBA)", Box::new(service(ImageFormat::Webp))),
         (
             "webp lossless, grey/RGBA",
             Box::new(|f: &Frame| {
-                match pixels::gray_if_neutral(&f.rgba) {
+                match pixels::gray_if_neutral(&f.bgra) {
                     Some(g) => encode::webp::encode(&Pixels::Gray(&g), f.width, f.height),
                     None => encode::webp::encode(&Pixels::Rgba(&f.rgba), f.width, f.height),
                 }

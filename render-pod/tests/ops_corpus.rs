@@ -220,6 +220,41 @@ fn text_pages_are_encoded_grey_and_colour_pages_in_colour() {
 }
 
 #[test]
+fn colours_come_out_as_pdfium_renders_them_in_every_format() {
+    let _turn = pdfium_turn();
+    // The reference: pdfium-render's own RGBA image of the page, independent of our render
+    // and encoders (PDFium renders BGRA; a swapped channel would show here).
+    let pdfium = render_pod::pdfium_lib::bind().unwrap();
+    let doc = pdfium.load_pdf_from_byte_vec(read("pdf/cmyk.pdf"), None).unwrap();
+    let page = doc.pages().get(0).unwrap();
+    let (w, h) = (page.width().value.round() as i32, page.height().value.round() as i32);
+    let config = pdfium_render::prelude::PdfRenderConfig::new()
+        .set_fixed_size(w, h)
+        .set_clear_color(pdfium_render::prelude::PdfColor::WHITE);
+    let reference = page.render_with_config(&config).unwrap().as_image().unwrap().to_rgb8();
+    let mut ex = executor(OpLimits::default());
+    for format in [ImageFormat::Png, ImageFormat::Webp, ImageFormat::Jpeg] {
+        let image =
+            render(&mut ex, &read("pdf/cmyk.pdf"), 1, RenderSize::Width(w as u32), format).unwrap();
+        let ours = decode(&image).to_rgb8();
+        assert_eq!(ours.dimensions(), reference.dimensions(), "{format}");
+        let error: u64 = ours
+            .as_raw()
+            .iter()
+            .zip(reference.as_raw())
+            .map(|(a, b)| u64::from(a.abs_diff(*b)))
+            .sum();
+        let mean = error as f64 / ours.as_raw().len() as f64;
+        if format == ImageFormat::Jpeg {
+            // Lossy, but a swapped red and blue would be off by far more on this page.
+            assert!(mean < 6.0, "{format}: mean channel error {mean}");
+        } else {
+            assert_eq!(mean, 0.0, "{format}: lossless output differs from PDFium's render");
+        }
+    }
+}
+
+#[test]
 fn page_rotation_is_honoured() {
     let _turn = pdfium_turn();
     let mut ex = executor(OpLimits::default());

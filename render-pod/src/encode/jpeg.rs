@@ -1,4 +1,4 @@
-//! JPEG: the pure-Rust `jpeg-encoder`, fed grey or RGBA without conversion.
+//! JPEG: the pure-Rust `jpeg-encoder`, fed grey or BGRA without conversion.
 
 use jpeg_encoder::{ColorType, Encoder};
 
@@ -14,6 +14,7 @@ pub fn encode(pixels: &Pixels<'_>, width: u32, height: u32) -> Result<Vec<u8>, E
         Pixels::Gray(_) => ColorType::Luma,
         Pixels::Rgb(_) => ColorType::Rgb,
         Pixels::Rgba(_) => ColorType::Rgba,
+        Pixels::Bgra(_) => ColorType::Bgra,
     };
     let (w, h) = (dimension(width)?, dimension(height)?);
     let mut out = Vec::with_capacity(data.len() / 16);

@@ -18,6 +18,8 @@ pub enum Pixels<'a> {
     Rgb(&'a [u8]),
     /// Four bytes per pixel, alpha last.
     Rgba(&'a [u8]),
+    /// Four bytes per pixel, blue first: a PDFium render as it comes.
+    Bgra(&'a [u8]),
 }
 
 impl<'a> Pixels<'a> {
@@ -26,7 +28,7 @@ impl<'a> Pixels<'a> {
         match self {
             Pixels::Gray(_) => 1,
             Pixels::Rgb(_) => 3,
-            Pixels::Rgba(_) => 4,
+            Pixels::Rgba(_) | Pixels::Bgra(_) => 4,
         }
     }
 
@@ -34,7 +36,9 @@ impl<'a> Pixels<'a> {
     /// misbehave otherwise).
     pub fn checked(&self, width: u32, height: u32) -> Result<&'a [u8], EncodeError> {
         let data = match *self {
-            Pixels::Gray(data) | Pixels::Rgb(data) | Pixels::Rgba(data) => data,
+            Pixels::Gray(data) | Pixels::Rgb(data) | Pixels::Rgba(data) | Pixels::Bgra(data) => {
+                data
+            }
         };
         let bpp = self.bytes_per_pixel();
         let expected =
@@ -73,27 +77,29 @@ pub enum EncodeError {
     Webp(String),
 }
 
-/// Encodes an opaque RGBA render (rows packed) in `format`, with per-format choices measured
+/// Encodes an opaque BGRA render (rows packed) in `format`, with per-format choices measured
 /// by `benches/encoding.rs`. PNG and JPEG encode a page without colour as grey (a quarter of
 /// the bytes to filter and compress); a colour page goes to PNG as RGB (smaller than RGBA with
-/// its constant alpha) and to JPEG as RGBA (it skips alpha itself). PNG converts, filters and
-/// compresses row by row in one pass. WebP takes RGBA as rendered: its encoder works on ARGB
-/// internally, so a grey plane saves nothing.
-pub fn encode_rgba(
-    rgba: &[u8],
+/// its constant alpha) and to JPEG as BGRA (it skips alpha itself). PNG converts, filters and
+/// compresses row by row in one pass. WebP's encoder takes only RGBA (and works on ARGB
+/// internally, so a grey plane saves nothing): it gets the page swapped to RGBA.
+pub fn encode_bgra(
+    bgra: &[u8],
     width: u32,
     height: u32,
     format: ImageFormat,
 ) -> Result<Vec<u8>, EncodeError> {
-    let all = Pixels::Rgba(rgba);
+    let all = Pixels::Bgra(bgra);
     all.checked(width, height)?;
     match format {
-        ImageFormat::Png => png::encode_rgba(rgba, width, height, png::FILTERS),
-        ImageFormat::Jpeg => match pixels::gray_if_neutral(rgba) {
+        ImageFormat::Png => png::encode_bgra(bgra, width, height, png::FILTERS),
+        ImageFormat::Jpeg => match pixels::gray_if_neutral(bgra) {
             Some(gray) => jpeg::encode(&Pixels::Gray(&gray), width, height),
             None => jpeg::encode(&all, width, height),
         },
-        ImageFormat::Webp => webp::encode(&all, width, height),
+        ImageFormat::Webp => {
+            webp::encode(&Pixels::Rgba(&pixels::bgra_to_rgba(bgra)), width, height)
+        }
     }
 }
 
@@ -104,24 +110,24 @@ mod tests {
 
     #[test]
     fn refuses_a_buffer_of_the_wrong_size() {
-        let err = encode_rgba(&[255; 12], 2, 2, ImageFormat::Png).unwrap_err();
+        let err = encode_bgra(&[255; 12], 2, 2, ImageFormat::Png).unwrap_err();
         assert_eq!(
             err,
             EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 4, len: 12 }
         );
-        let err = png::encode_rgba(&[0; 3], 1, 1, png::FILTERS).unwrap_err();
+        let err = png::encode_bgra(&[0; 3], 1, 1, png::FILTERS).unwrap_err();
         assert_eq!(err, EncodeError::BadBuffer { width: 1, height: 1, bytes_per_pixel: 4, len: 3 });
     }
 
     #[test]
     fn refuses_sizes_the_format_cannot_hold() {
         let wide = vec![255u8; 16_384 * 4];
-        let err = encode_rgba(&wide, 16_384, 1, ImageFormat::Webp).unwrap_err();
+        let err = encode_bgra(&wide, 16_384, 1, ImageFormat::Webp).unwrap_err();
         assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Webp, max: 16_383 });
         let wide = vec![255u8; 65_536 * 4];
-        let err = encode_rgba(&wide, 65_536, 1, ImageFormat::Jpeg).unwrap_err();
+        let err = encode_bgra(&wide, 65_536, 1, ImageFormat::Jpeg).unwrap_err();
         assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Jpeg, max: 65_535 });
-        assert!(encode_rgba(&wide, 65_536, 1, ImageFormat::Png).is_ok());
+        assert!(encode_bgra(&wide, 65_536, 1, ImageFormat::Png).is_ok());
     }
 
     #[test]
@@ -129,12 +135,12 @@ mod tests {
         // A 2x2 page with one red pixel: colour path; and an all-grey one: grey path.
         let colour = [255, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
         let grey = [0, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
-        for rgba in [colour, grey] {
-            assert!(encode_rgba(&rgba, 2, 2, ImageFormat::Png).unwrap().starts_with(b"\x89PNG"));
+        for bgra in [colour, grey] {
+            assert!(encode_bgra(&bgra, 2, 2, ImageFormat::Png).unwrap().starts_with(b"\x89PNG"));
             assert!(
-                encode_rgba(&rgba, 2, 2, ImageFormat::Jpeg).unwrap().starts_with(&[0xFF, 0xD8])
+                encode_bgra(&bgra, 2, 2, ImageFormat::Jpeg).unwrap().starts_with(&[0xFF, 0xD8])
             );
-            let webp = encode_rgba(&rgba, 2, 2, ImageFormat::Webp).unwrap();
+            let webp = encode_bgra(&bgra, 2, 2, ImageFormat::Webp).unwrap();
             assert!(webp.starts_with(b"RIFF") && &webp[8..12] == b"WEBP");
         }
     }

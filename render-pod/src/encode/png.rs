@@ -1,11 +1,11 @@
-//! PNG of a rendered page in one pass over its rows: each RGBA row is converted (grey or RGB),
+//! PNG of a rendered page in one pass over its rows: each BGRA row is converted (grey or RGB),
 //! filtered against the row above and fed to fdeflate (a deflate tuned for filtered PNG rows,
 //! what the `png` crate's fast mode uses). Only three rows are held, so the work stays in cache
 //! and the render is read once (a colour page: once more up to its first colour row).
 
 use fdeflate::Compressor;
 
-use super::pixels::{self, RGBA};
+use super::pixels::{self, BGRA};
 use super::png_filter::Filter;
 use super::{EncodeError, ImageFormat, Pixels};
 
@@ -27,15 +27,15 @@ pub const FILTERS: PngFilters = PngFilters { grey: Filter::Up, colour: Filter::P
 /// `png` crate writes.
 const IDAT_MAX: usize = i32::MAX as usize;
 
-/// Encodes an opaque RGBA render (rows packed) as an 8-bit PNG: grey when every pixel is
+/// Encodes an opaque BGRA render (rows packed) as an 8-bit PNG: grey when every pixel is
 /// neutral (R = G = B), else RGB; alpha is dropped.
-pub fn encode_rgba(
-    rgba: &[u8],
+pub fn encode_bgra(
+    bgra: &[u8],
     width: u32,
     height: u32,
     filters: PngFilters,
 ) -> Result<Vec<u8>, EncodeError> {
-    Pixels::Rgba(rgba).checked(width, height)?;
+    Pixels::Bgra(bgra).checked(width, height)?;
     let max = ImageFormat::Png.max_dimension();
     if width > max || height > max {
         return Err(EncodeError::TooLarge { format: ImageFormat::Png, max });
@@ -48,12 +48,12 @@ pub fn encode_rgba(
     // every grey page twice (measured a third slower on them).
     let step = step_for_this_cpu();
     let grey = Rows { layout: Layout::Grey, filter: filters.grey, idat_max: IDAT_MAX };
-    if let Some(png) = grey.encode(rgba, width, height, step)? {
+    if let Some(png) = grey.encode(bgra, width, height, step)? {
         return Ok(png);
     }
     let colour = Rows { layout: Layout::Rgb, filter: filters.colour, idat_max: IDAT_MAX };
     colour
-        .encode(rgba, width, height, step)?
+        .encode(bgra, width, height, step)?
         .ok_or_else(|| EncodeError::Png("RGB conversion refused a row".to_owned()))
 }
 
@@ -91,22 +91,22 @@ struct Rows {
     idat_max: usize,
 }
 
-/// Converts an RGBA row into `row` and filters it against `prev` into `out`; `false` when the
+/// Converts a BGRA row into `row` and filters it against `prev` into `out`; `false` when the
 /// row does not fit the layout.
 type Step = fn(Rows, &[u8], &[u8], &mut [u8], &mut [u8]) -> bool;
 
 impl Rows {
-    /// The PNG, or `None` when a row does not fit the layout. `rgba` holds `width` x `height`
+    /// The PNG, or `None` when a row does not fit the layout. `bgra` holds `width` x `height`
     /// pixels, both at least 1; `step` is `Rows::step` or a build of it for this CPU.
     fn encode(
         self,
-        rgba: &[u8],
+        bgra: &[u8],
         width: u32,
         height: u32,
         step: Step,
     ) -> Result<Option<Vec<u8>>, EncodeError> {
         let row_len = width as usize * self.layout.bytes_per_pixel();
-        let mut out = Vec::with_capacity(rgba.len() / 8);
+        let mut out = Vec::with_capacity(bgra.len() / 8);
         out.extend_from_slice(b"\x89PNG\r\n\x1a\n");
         let mut header = [0u8; 13];
         header[..4].copy_from_slice(&width.to_be_bytes());
@@ -126,8 +126,8 @@ impl Rows {
         let mut prev = vec![0u8; row_len];
         let mut row = vec![0u8; row_len];
         let mut filtered = vec![0u8; row_len + 1];
-        for rgba_row in rgba.chunks_exact(width as usize * RGBA) {
-            if !step(self, rgba_row, &prev, &mut row, &mut filtered) {
+        for bgra_row in bgra.chunks_exact(width as usize * BGRA) {
+            if !step(self, bgra_row, &prev, &mut row, &mut filtered) {
                 return Ok(None);
             }
             zlib.write_data(&filtered).map_err(io_error)?;
@@ -141,11 +141,11 @@ impl Rows {
 
     /// One row of `encode`; always inlined, so `step_avx2` compiles it for AVX2.
     #[inline(always)]
-    fn step(self, rgba: &[u8], prev: &[u8], row: &mut [u8], out: &mut [u8]) -> bool {
+    fn step(self, bgra: &[u8], prev: &[u8], row: &mut [u8], out: &mut [u8]) -> bool {
         let fits = match self.layout {
-            Layout::Grey => pixels::rgba_to_gray_if_neutral(rgba, row),
+            Layout::Grey => pixels::bgra_to_gray_if_neutral(bgra, row),
             Layout::Rgb => {
-                pixels::rgba_to_rgb(rgba, row);
+                pixels::bgra_to_rgb(bgra, row);
                 true
             }
         };
@@ -164,15 +164,15 @@ fn step_for_this_cpu() -> Step {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: step_avx2 only needs AVX2, which the CPU was just found to have.
-        return |rows, rgba, prev, row, out| unsafe { step_avx2(rows, rgba, prev, row, out) };
+        return |rows, bgra, prev, row, out| unsafe { step_avx2(rows, bgra, prev, row, out) };
     }
     Rows::step
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn step_avx2(rows: Rows, rgba: &[u8], prev: &[u8], row: &mut [u8], out: &mut [u8]) -> bool {
-    rows.step(rgba, prev, row, out)
+fn step_avx2(rows: Rows, bgra: &[u8], prev: &[u8], row: &mut [u8], out: &mut [u8]) -> bool {
+    rows.step(bgra, prev, row, out)
 }
 
 /// Appends a chunk: length, type, data, CRC of type and data.
@@ -239,22 +239,22 @@ mod tests {
     }
 
     /// Encodes with `filters`, decodes, and checks the colour type and every pixel.
-    fn round_trip(rgba: &[u8], width: u32, height: u32, filters: PngFilters) {
-        let png = encode_rgba(rgba, width, height, filters).unwrap();
-        check(&png, rgba, width, height);
+    fn round_trip(bgra: &[u8], width: u32, height: u32, filters: PngFilters) {
+        let png = encode_bgra(bgra, width, height, filters).unwrap();
+        check(&png, bgra, width, height);
     }
 
-    fn check(png: &[u8], rgba: &[u8], width: u32, height: u32) {
+    fn check(png: &[u8], bgra: &[u8], width: u32, height: u32) {
         let (colour, pixels) = decode(png);
         let (info_w, info_h) = dimensions(png);
         assert_eq!((info_w, info_h), (width, height));
-        if pixels::gray_if_neutral(rgba).is_some() {
+        if pixels::gray_if_neutral(bgra).is_some() {
             assert_eq!(colour, png::ColorType::Grayscale);
-            let grey: Vec<u8> = rgba.chunks_exact(4).map(|p| p[0]).collect();
+            let grey: Vec<u8> = bgra.chunks_exact(4).map(|p| p[0]).collect();
             assert_eq!(pixels, grey);
         } else {
             assert_eq!(colour, png::ColorType::Rgb);
-            let rgb: Vec<u8> = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+            let rgb: Vec<u8> = bgra.chunks_exact(4).flat_map(|p| [p[2], p[1], p[0]]).collect();
             assert_eq!(pixels, rgb);
         }
     }
@@ -282,8 +282,8 @@ mod tests {
 
     /// A page-like image: white, with dark and antialiased strokes, grey or in colour.
     fn page(width: u32, height: u32, colour: bool) -> Vec<u8> {
-        let mut rgba = vec![255u8; width as usize * height as usize * 4];
-        for (i, p) in rgba.chunks_exact_mut(4).enumerate() {
+        let mut bgra = vec![255u8; width as usize * height as usize * 4];
+        for (i, p) in bgra.chunks_exact_mut(4).enumerate() {
             let (x, y) = (i as u32 % width, i as u32 / width);
             if (x / 3 + y / 5) % 7 == 0 {
                 let v = ((x * 37 + y * 11) % 256) as u8;
@@ -291,7 +291,7 @@ mod tests {
                 p.copy_from_slice(&[v, g, b, 255]);
             }
         }
-        rgba
+        bgra
     }
 
     #[test]
@@ -309,8 +309,8 @@ mod tests {
     fn single_pixels_round_trip() {
         for filter in ALL {
             let filters = PngFilters { grey: filter, colour: filter };
-            for rgba in [[0, 0, 0, 255], [255, 255, 255, 255], [7, 7, 7, 0], [1, 2, 3, 255]] {
-                round_trip(&rgba, 1, 1, filters);
+            for bgra in [[0, 0, 0, 255], [255, 255, 255, 255], [7, 7, 7, 0], [1, 2, 3, 255]] {
+                round_trip(&bgra, 1, 1, filters);
             }
         }
     }
@@ -321,7 +321,7 @@ mod tests {
         for i in 0..300 {
             let (w, h) = (1 + rng.below(48) as u32, 1 + rng.below(48) as u32);
             let n = w as usize * h as usize;
-            let mut rgba = Vec::with_capacity(n * 4);
+            let mut bgra = Vec::with_capacity(n * 4);
             // Noise, grey noise, and sparse changes on a flat background (long zero runs).
             let kind = i % 3;
             let mut last = [255u8; 3];
@@ -334,22 +334,22 @@ mod tests {
                     _ => last,
                 };
                 last = rgb;
-                rgba.extend_from_slice(&[rgb[0], rgb[1], rgb[2], 255]);
+                bgra.extend_from_slice(&[rgb[0], rgb[1], rgb[2], 255]);
             }
             let filters = PngFilters { grey: ALL[i % 5], colour: ALL[(i / 5) % 5] };
-            round_trip(&rgba, w, h, filters);
+            round_trip(&bgra, w, h, filters);
         }
     }
 
     #[test]
     fn colour_type_follows_the_page() {
-        let grey = encode_rgba(&page(50, 20, false), 50, 20, FILTERS).unwrap();
+        let grey = encode_bgra(&page(50, 20, false), 50, 20, FILTERS).unwrap();
         assert_eq!(decode(&grey).0, png::ColorType::Grayscale);
         // Colour only in the last pixel: the grey attempt is abandoned there.
         let mut late = page(50, 20, false);
         let last = late.len() - 4;
         late[last..].copy_from_slice(&[10, 20, 30, 255]);
-        let png = encode_rgba(&late, 50, 20, FILTERS).unwrap();
+        let png = encode_bgra(&late, 50, 20, FILTERS).unwrap();
         assert_eq!(decode(&png).0, png::ColorType::Rgb);
         check(&png, &late, 50, 20);
     }
@@ -357,11 +357,11 @@ mod tests {
     #[test]
     fn idat_chunks_are_split_and_checksummed() {
         let (w, h) = (97, 61);
-        let rgba = page(w, h, true);
+        let bgra = page(w, h, true);
         for idat_max in [1, 7, 64, 4096, 1 << 20, IDAT_MAX] {
             let rows = Rows { layout: Layout::Rgb, filter: Filter::Paeth, idat_max };
-            let png = rows.encode(&rgba, w, h, step_for_this_cpu()).unwrap().unwrap();
-            check(&png, &rgba, w, h);
+            let png = rows.encode(&bgra, w, h, step_for_this_cpu()).unwrap().unwrap();
+            check(&png, &bgra, w, h);
             // Walk the chunks: every one within bounds, with a correct CRC, IEND last.
             let mut at = 8;
             let mut kinds = Vec::new();
@@ -389,7 +389,7 @@ mod tests {
         let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
         for i in 0..60 {
             let (w, h) = (1 + rng.below(90) as u32, 1 + rng.below(20) as u32);
-            let rgba: Vec<u8> = if i % 2 == 0 {
+            let bgra: Vec<u8> = if i % 2 == 0 {
                 page(w, h, i % 4 == 0)
             } else {
                 (0..w * h * 4).map(|_| rng.next() as u8).collect()
@@ -397,8 +397,8 @@ mod tests {
             for filter in ALL {
                 for layout in [Layout::Grey, Layout::Rgb] {
                     let rows = Rows { layout, filter, idat_max: IDAT_MAX };
-                    let portable = rows.encode(&rgba, w, h, Rows::step).unwrap();
-                    let this_cpu = rows.encode(&rgba, w, h, step_for_this_cpu()).unwrap();
+                    let portable = rows.encode(&bgra, w, h, Rows::step).unwrap();
+                    let this_cpu = rows.encode(&bgra, w, h, step_for_this_cpu()).unwrap();
                     assert_eq!(portable, this_cpu, "{w}x{h} {filter:?} {layout:?}");
                 }
             }
@@ -407,12 +407,12 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused() {
-        let err = encode_rgba(&[0; 12], 2, 2, FILTERS).unwrap_err();
+        let err = encode_bgra(&[0; 12], 2, 2, FILTERS).unwrap_err();
         assert_eq!(
             err,
             EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 4, len: 12 }
         );
-        assert!(matches!(encode_rgba(&[], 0, 5, FILTERS), Err(EncodeError::Png(_))));
-        assert!(matches!(encode_rgba(&[], 5, 0, FILTERS), Err(EncodeError::Png(_))));
+        assert!(matches!(encode_bgra(&[], 0, 5, FILTERS), Err(EncodeError::Png(_))));
+        assert!(matches!(encode_bgra(&[], 5, 0, FILTERS), Err(EncodeError::Png(_))));
     }
 }

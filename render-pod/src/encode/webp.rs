@@ -18,6 +18,9 @@ pub fn encode(pixels: &Pixels<'_>, width: u32, height: u32) -> Result<Vec<u8>, E
         Pixels::Gray(_) => ColorType::L8,
         Pixels::Rgb(_) => ColorType::Rgb8,
         Pixels::Rgba(_) => ColorType::Rgba8,
+        Pixels::Bgra(_) => {
+            return Err(EncodeError::Webp("the encoder takes RGBA, not BGRA".to_owned()));
+        }
     };
     let mut out = Vec::with_capacity(data.len() / 8);
     WebPEncoder::new(&mut out)
