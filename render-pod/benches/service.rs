@@ -1,8 +1,11 @@
-//! Service benchmark: the real `render-pod serve` (release build) against baselines run in the
-//! same process. Prints figures; asserts nothing about time.
+//! Service benchmark: the real `render-pod serve` (release build) against baselines run by the
+//! same script. Prints figures; asserts nothing about time.
 //!
 //! 1. Page render throughput at 150 dpi PNG with every slot busy, against PDFium called
-//!    in-process in one loop with the same encoder (the per-slot limit).
+//!    in-process in one loop with the same encoder (the per-slot limit, run in a child process
+//!    of this bench right before each service run): on this machine as it is, and shaped like
+//!    a production pod (the client off the pod's CPU: a 1.2 CPU cgroup quota, and exactly one
+//!    pinned CPU).
 //! 2. `/healthz` latency while every slot is busy and the queue is full.
 //! 3. Six concurrent `/v1/extract` of gnuplot.pdf against six in a row divided by the slots.
 //! 4. Peak RSS of each worker and of the supervisor.
@@ -46,7 +49,7 @@ fn in_process_limit(bytes: &[u8], passes: u32) -> f64 {
     f64::from(passes * PAGES) / start.elapsed().as_secs_f64()
 }
 
-/// Set in the child processes of [`parallel_limit`].
+/// Set (to a number of passes) in the child processes of [`limit_in_children`].
 const LIMIT_CHILD: &str = "RENDERPOD_BENCH_LIMIT_CHILD";
 
 /// The in-process loop in one child process per entry of `cpus` (this bench re-run), all at
@@ -58,7 +61,7 @@ fn limit_in_children(cpus: &[Option<usize>]) -> f64 {
         .iter()
         .map(|cpu| {
             let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-            cmd.env(LIMIT_CHILD, "1").stdout(std::process::Stdio::piped());
+            cmd.env(LIMIT_CHILD, "2").stdout(std::process::Stdio::piped());
             if let Some(cpu) = *cpu {
                 pin_command(&mut cmd, cpu);
             }
@@ -100,12 +103,28 @@ fn pin_command(cmd: &mut std::process::Command, cpu: usize) {
 
 /// Moves every thread of this process to `cpu` (threads started later inherit it).
 fn pin_self(cpu: usize) {
-    let set = cpu_set(cpu);
+    set_self_affinity(&cpu_set(cpu));
+}
+
+/// Lets every thread of this process run on any CPU again.
+fn unpin_self() {
+    // SAFETY: as in cpu_set; every bit set.
+    let all = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        set
+    };
+    set_self_affinity(&all);
+}
+
+fn set_self_affinity(set: &libc::cpu_set_t) {
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let tid: libc::pid_t = task.unwrap().file_name().to_str().unwrap().parse().unwrap();
         // SAFETY: as above, on a thread of this process.
         let rc =
-            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
         assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
     }
 }
@@ -306,93 +325,117 @@ fn peak_rss_mib(pid: u32) -> f64 {
     line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
 }
 
+/// Limit/service pairs per configuration. This VM's speed drifts by a fifth over seconds, so
+/// each service run is divided by a limit run made just before it, and the median ratio counts.
+const ROUNDS: usize = 5;
+
+/// One configuration's rounds: (limit pages/s, service pages/s, CPU split) each.
+type Rounds = Vec<(f64, f64, CpuSplit)>;
+
+/// Runs `ROUNDS` pairs: the in-process loop in a child (pinned to `cpu` if given), then
+/// `clients` clients through `server` over 2 x PAGES pages.
+async fn paired_rounds(
+    server: &Arc<Server>,
+    bytes: &Arc<Vec<u8>>,
+    cpu: Option<usize>,
+    clients: usize,
+) -> Rounds {
+    service_throughput(server, bytes, clients, 1).await; // warm every worker's document
+    let mut rounds = Vec::new();
+    for _ in 0..ROUNDS {
+        let limit = limit_in_children(&[cpu]);
+        let (rate, split) = measured_throughput(server, bytes, clients, 2).await;
+        rounds.push((limit, rate, split));
+    }
+    rounds
+}
+
+/// Prints a configuration's median ratio service / (limit x slots), its range, and the CPU
+/// split of the median round.
+fn report(title: &str, slots: u64, mut rounds: Rounds) {
+    let ratio = |r: &(f64, f64, CpuSplit)| r.1 / (r.0 * slots as f64);
+    rounds.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
+    let median = &rounds[rounds.len() / 2];
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("{title}:");
+    println!(
+        "  service {:.1} pages/s, limit {:.1} pages/s per slot ({:.2} ms/page), {slots} slot(s)",
+        median.1,
+        median.0,
+        1e3 / median.0
+    );
+    println!(
+        "  ratio service / (limit x slots): {:.3}  (target >= 0.9; rounds: {})",
+        ratio(median),
+        rounds.iter().map(|r| format!("{:.3}", ratio(r))).collect::<Vec<_>>().join(", ")
+    );
+    println!(
+        "  CPU per page: workers {:.2} ms, HTTP front {:.2} ms, client {:.2} ms",
+        ms(median.2.workers),
+        ms(median.2.front),
+        ms(median.2.client)
+    );
+}
+
 fn main() {
-    if std::env::var_os(LIMIT_CHILD).is_some() {
-        println!("{}", in_process_limit(&doc("pdf/R-intro.pdf"), 3));
+    if let Some(passes) = std::env::var_os(LIMIT_CHILD) {
+        let passes = passes.to_str().unwrap().parse().unwrap();
+        println!("{}", in_process_limit(&doc("pdf/R-intro.pdf"), passes));
         return;
     }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let bytes = Arc::new(doc("pdf/R-intro.pdf"));
-        let limit_before = in_process_limit(&bytes, 3);
+        let flags = ["--queue-depth", "8", "--job-deadline-ms", "120000"];
 
-        let server = Arc::new(Server::start(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
+        let server = Arc::new(Server::start(&flags));
         let ready = server.wait_ready().await;
-        let slots = ready["engine"]["slots"].as_u64().unwrap() as f64;
+        let slots = ready["engine"]["slots"].as_u64().unwrap();
+        println!();
+        println!("== render-pod service benchmark (slots: {slots}, {})", ready["plan"]["reason"]);
+        println!(
+            "render 150 dpi PNG, R-intro.pdf pages 1-{PAGES} (one upload per page), {ROUNDS} rounds of limit then service:"
+        );
+        let single = limit_in_children(&[None]);
         let ceiling = limit_in_children(&vec![None; slots as usize]);
-        // Warm every worker's document cache, then measure with all slots busy (2 clients per
-        // slot keep the queue non-empty); three runs, the median counts.
-        service_throughput(&server, &bytes, slots as usize, 1).await;
-        let mut runs = Vec::new();
-        for _ in 0..3 {
-            runs.push(measured_throughput(&server, &bytes, 2 * slots as usize, 3).await);
+        println!(
+            "machine ceiling: {slots} in-process loops at once {ceiling:.1} pages/s = {:.3} of one loop x {slots}",
+            ceiling / (single * slots as f64)
+        );
+        // Two clients per slot keep the queue from running dry.
+        let rounds = paired_rounds(&server, &bytes, None, 2 * slots as usize).await;
+        report("this machine, every slot busy (client, front and workers share its CPUs)", slots, rounds);
+
+        // The shape of a production pod: the client is elsewhere. On a 2-CPU machine, one
+        // slot's pod gets CPU 1 and the client CPU 0.
+        if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+            // A CFS quota of 1.2 CPU: still 1 slot (floor), and the front gets the 0.2 left.
+            match common::CpuGroup::create("renderpool-bench", 120_000, 100_000) {
+                Some(group) => {
+                    let pod = Arc::new(group.serve(&flags));
+                    let pod_slots = pod.wait_ready().await["engine"]["slots"].as_u64().unwrap();
+                    let rounds = paired_rounds(&pod, &bytes, Some(1), 2).await;
+                    report("pod with a 1.2 CPU quota (cgroup v1; the front gets the 0.2 left)", pod_slots, rounds);
+                }
+                None => println!("pod with a 1.2 CPU quota: skipped (no writable cgroup v1 cpu controller)"),
+            }
+            // Exactly one CPU for slot and front: affinity, client pinned to the other CPU.
+            pin_self(0);
+            let mut cmd = std::process::Command::new(common::binary());
+            cmd.args(common::serve_args(&flags));
+            pin_command(&mut cmd, 1);
+            let pod = Arc::new(Server::spawn(cmd));
+            let pod_slots = pod.wait_ready().await["engine"]["slots"].as_u64().unwrap();
+            let rounds = paired_rounds(&pod, &bytes, Some(1), 2).await;
+            report("pod on exactly 1 CPU (affinity; slot and front share it), client on the other", pod_slots, rounds);
+            drop(pod);
+            unpin_self();
         }
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (service, split) = &runs[1];
 
         let sequential = extract_six(&server, false).await;
         let concurrent = extract_six(&server, true).await;
-        let ideal = sequential.as_secs_f64() / slots;
-
-        let (latencies, full_share) = healthz_under_saturation(&server).await;
-
-        // One slot leaves a core to the load generator and the HTTP front, so this separates
-        // the engine's own per-job overhead from CPU sharing on a small machine.
-        let single = Arc::new(Server::start(&[
-            "--slots",
-            "1",
-            "--queue-depth",
-            "8",
-            "--job-deadline-ms",
-            "120000",
-        ]));
-        single.wait_ready().await;
-        service_throughput(&single, &bytes, 1, 1).await;
-        let (one_slot, one_split) = measured_throughput(&single, &bytes, 2, 3).await;
-        drop(single);
-        // The limit again, with the service idle: the machine is shared, take the better run.
-        let limit_after = in_process_limit(&bytes, 3);
-        let limit = limit_before.max(limit_after);
-
-        let status = server.readyz().await;
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        println!();
-        println!("== render-pod service benchmark (slots: {slots}, {})", ready["plan"]["reason"]);
-        println!("render 150 dpi PNG, R-intro.pdf pages 1-{PAGES}, 3 passes per run:");
-        println!(
-            "  limit: in-process PDFium, one loop:      {limit:8.1} pages/s = {:.2} ms/page  (runs: {limit_before:.1}, {limit_after:.1})",
-            1e3 / limit
-        );
-        println!(
-            "  machine ceiling: {slots} such loops at once: {ceiling:8.1} pages/s = {:.3} of limit x slots",
-            ceiling / (limit * slots)
-        );
-        println!(
-            "  service, all slots busy (median of 3):  {service:8.1} pages/s  (runs: {})",
-            runs.iter().map(|r| format!("{:.1}", r.0)).collect::<Vec<_>>().join(", ")
-        );
-        println!(
-            "  ratio service / (limit x slots):         {:8.3}  (target >= 0.9)",
-            service / (limit * slots)
-        );
-        println!("  ratio service / machine ceiling:         {:8.3}", service / ceiling);
-        println!(
-            "  CPU per page: workers (and anything else running) {:.2} ms, HTTP front {:.2} ms, client {:.2} ms",
-            ms(split.workers),
-            ms(split.front),
-            ms(split.client)
-        );
-        println!(
-            "  service, one slot (a core left for client and front): {one_slot:.1} pages/s = {:.3} of the limit",
-            one_slot / limit
-        );
-        println!(
-            "    CPU per page: workers {:.2} ms, HTTP front {:.2} ms, client {:.2} ms",
-            ms(one_split.workers),
-            ms(one_split.front),
-            ms(one_split.client)
-        );
+        let ideal = sequential.as_secs_f64() / slots as f64;
         println!("six /v1/extract of gnuplot.pdf (311 pages):");
         println!("  six in a row:      {:7.3} s  (/ {slots} slots = {ideal:.3} s)", sequential.as_secs_f64());
         println!(
@@ -400,6 +443,8 @@ fn main() {
             concurrent.as_secs_f64(),
             concurrent.as_secs_f64() / ideal
         );
+
+        let (latencies, full_share) = healthz_under_saturation(&server).await;
         println!(
             "/healthz with every slot busy and the queue full ({} samples, queue full in {:.0}% of checks):",
             latencies.len(),
@@ -411,6 +456,8 @@ fn main() {
             percentile(&latencies, 0.99).as_secs_f64() * 1e3,
             latencies.last().unwrap().as_secs_f64() * 1e3
         );
+
+        let status = server.readyz().await;
         println!("peak RSS (VmHWM):");
         println!("  supervisor: {:.1} MiB", peak_rss_mib(server.pid()));
         for worker in status["engine"]["workers"].as_array().unwrap() {
@@ -423,44 +470,5 @@ fn main() {
         println!(
             "  (workers are recycled after jobs/memory, so a slot's peak is its current worker's)"
         );
-        drop(server);
-
-        // A pod-like run: the service (front and worker) confined to one CPU, as in a 1-CPU pod
-        // (it sizes itself to 1 slot from its affinity), with the load generator on the other
-        // CPU, as clients are outside the pod. Last, because it pins this process.
-        if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
-            let pinned_limit = limit_in_children(&[Some(1)]);
-            pin_self(0);
-            let mut cmd = std::process::Command::new(common::binary());
-            cmd.args(common::serve_args(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
-            pin_command(&mut cmd, 1);
-            let pod = Arc::new(Server::spawn(cmd));
-            let pod_slots = pod.wait_ready().await["engine"]["slots"].as_u64().unwrap();
-            service_throughput(&pod, &bytes, 1, 1).await;
-            let mut runs = Vec::new();
-            for _ in 0..3 {
-                runs.push(measured_throughput(&pod, &bytes, 2, 3).await);
-            }
-            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (rate, split) = &runs[1];
-            println!(
-                "pod-like: service and its worker on CPU 1 ({pod_slots} slot from its affinity), client on CPU 0:"
-            );
-            println!("  limit on CPU 1, alone:             {pinned_limit:8.1} pages/s");
-            println!(
-                "  service (median of 3):             {rate:8.1} pages/s  (runs: {})",
-                runs.iter().map(|r| format!("{:.1}", r.0)).collect::<Vec<_>>().join(", ")
-            );
-            println!(
-                "  ratio service / (limit x slots):   {:8.3}  (target >= 0.9)",
-                rate / (pinned_limit * pod_slots as f64)
-            );
-            println!(
-                "  CPU per page: worker {:.2} ms, HTTP front {:.2} ms, client {:.2} ms",
-                ms(split.workers),
-                ms(split.front),
-                ms(split.client)
-            );
-        }
     });
 }

@@ -179,6 +179,13 @@ struct Thumbnail {
     data: String,
 }
 
+/// The body of `/v1/thumbnails` (serialised straight from the images, no intermediate JSON
+/// value holding a second copy of every base64 string).
+#[derive(Serialize)]
+struct Thumbnails {
+    pages: Vec<Thumbnail>,
+}
+
 /// `POST /v1/thumbnails?pages=&width=|dpi=&format=`: several pages, each a task in the shared
 /// queue (never a private pool), as JSON with base64 images.
 pub async fn thumbnails(
@@ -215,7 +222,7 @@ pub async fn thumbnails(
             data: base64::engine::general_purpose::STANDARD.encode(&image.bytes),
         });
     }
-    json(&app, &serde_json::json!({ "pages": thumbnails }))
+    json(&app, &Thumbnails { pages: thumbnails })
 }
 
 /// `POST /v1/watermark?text=`: the PDF with the text stamped on every page.
