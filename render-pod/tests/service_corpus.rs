@@ -195,6 +195,37 @@ async fn request_errors_and_limits_are_checked_up_front() {
 }
 
 #[tokio::test]
+async fn a_chunked_upload_over_the_limit_is_answered_413_not_cut_off() {
+    // No Content-Length, so the limit is only found while reading; the client must still be
+    // able to send everything and read a JSON 413, not hit a reset mid-upload.
+    let server = Server::start(&["--max-body-bytes", "1Mi"]);
+    server.wait_ready().await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        let head = "POST /v1/info HTTP/1.1\r\nHost: test\r\nContent-Type: application/pdf\r\n\
+                    Transfer-Encoding: chunked\r\n\r\n";
+        stream.write_all(head.as_bytes()).unwrap();
+        // 20 MB: more than the socket buffers between client and server can absorb.
+        let upload = doc("pdf/gnuplot.pdf").repeat(16);
+        for chunk in upload.chunks(64 << 10) {
+            stream.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).unwrap();
+            stream.write_all(chunk).unwrap();
+            stream.write_all(b"\r\n").unwrap();
+        }
+        stream.write_all(b"0\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("\"body_too_large\""), "{answer}");
+}
+
+#[tokio::test]
 async fn multipart_thumbnails_and_watermark() {
     let server = Server::start(&[]);
     server.wait_ready().await;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, BodyDataStream, Bytes};
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use futures::StreamExt;
@@ -96,7 +96,13 @@ const LINGER_TIME: Duration = Duration::from_secs(10);
 /// bounded while (as nginx's lingering close does), so the client finishes sending and sees the
 /// error instead of a broken pipe. Nothing is buffered.
 pub fn refuse(request: Request, error: ApiError) -> ApiError {
-    let mut stream = request.into_body().into_data_stream();
+    linger(request.into_body().into_data_stream());
+    error
+}
+
+/// Reads and discards what is left of an upload in the background, up to [`LINGER_BYTES`] and
+/// [`LINGER_TIME`].
+fn linger(mut stream: BodyDataStream) {
     tokio::spawn(async move {
         let mut seen = 0usize;
         let discard = async {
@@ -109,7 +115,6 @@ pub fn refuse(request: Request, error: ApiError) -> ApiError {
         };
         let _ = tokio::time::timeout(LINGER_TIME, discard).await;
     });
-    error
 }
 
 /// Reads the document from the body, refusing more than `max` bytes before buffering them.
@@ -123,29 +128,43 @@ pub async fn read_document(request: Request, max: u64) -> Result<Bytes, ApiError
         return Err(refuse(request, ApiError::too_large(max)));
     }
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let bytes = match classify(content_type) {
-        BodyKind::Pdf => raw(request, max).await?,
-        BodyKind::Multipart => multipart_file(request, max).await?,
+    let multipart = match classify(content_type) {
+        BodyKind::Pdf => false,
+        BodyKind::Multipart => true,
         BodyKind::Office => return Err(refuse(request, office_error())),
         BodyKind::Unsupported(mime) => return Err(refuse(request, unsupported(&mime))),
     };
+    let (parts, body) = request.into_parts();
+    let mut bytes = read_limited(body, max, declared).await?;
+    if multipart {
+        bytes = multipart_file(Request::from_parts(parts, Body::from(bytes)), max).await?;
+    }
     if looks_like_office(&bytes) {
         return Err(office_error());
     }
     Ok(bytes)
 }
 
-/// The raw body; the router's `DefaultBodyLimit` stops reading past `max`.
-async fn raw(request: Request, max: u64) -> Result<Bytes, ApiError> {
-    Bytes::from_request(request, &()).await.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(max)
-        } else {
-            ApiError::invalid(format!("cannot read the request body: {}", e.body_text()))
+/// The whole body, counted while it streams in: past `max` bytes (with or without a declared
+/// length, e.g. a chunked upload) the rest is drained in the background, so the client reads
+/// the 413 instead of a reset mid-upload. A declared length sizes the buffer once.
+async fn read_limited(body: Body, max: u64, declared: Option<u64>) -> Result<Bytes, ApiError> {
+    let mut stream = body.into_data_stream();
+    let capacity = usize::try_from(declared.unwrap_or(0).min(max)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
+        if (bytes.len() + chunk.len()) as u64 > max {
+            linger(stream);
+            return Err(ApiError::too_large(max));
         }
-    })
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(bytes))
 }
 
+/// The `file` field of a multipart form already read whole (and so already size-checked).
 async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
     let mut form = Multipart::from_request(request, &())
         .await
