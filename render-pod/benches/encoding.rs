@@ -18,7 +18,7 @@ use render_pod::encode::{self, ImageFormat, Pixels, pixels};
 use render_pod::ops::{RenderSize, render::render_bgra, size};
 
 /// Timed passes over all pages per encoder; the fastest counts.
-const PASSES: u32 = 5;
+const PASSES: u32 = 9;
 const DPI: f32 = 150.0;
 
 /// One way of encoding a frame.

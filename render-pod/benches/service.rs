@@ -23,10 +23,6 @@ use std::time::{Duration, Instant};
 use common::{Server, doc};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
 
-/// The allocator the service's processes use, so the in-process limit is measured like a worker.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Pages of R-intro.pdf (a text manual) rendered per pass.
 const PAGES: u32 = 40;
 
@@ -378,6 +374,7 @@ fn report(title: &str, slots: u64, mut rounds: Rounds) {
 }
 
 fn main() {
+    render_pod::malloc::tune(); // as the service's processes do, so the limit is comparable
     if let Some(passes) = std::env::var_os(LIMIT_CHILD) {
         let passes = passes.to_str().unwrap().parse().unwrap();
         println!("{}", in_process_limit(&doc("pdf/R-intro.pdf"), passes));

@@ -6,6 +6,7 @@ pub mod encode;
 pub mod engine;
 pub mod http;
 pub mod limits;
+pub mod malloc;
 pub mod metrics;
 pub mod oneshot;
 pub mod ops;

@@ -26,12 +26,6 @@ enum Command {
     OneShot(OneShot),
 }
 
-/// Request bodies, page bitmaps and encoded images are large, short-lived buffers; glibc's
-/// malloc returned them to the kernel and faulted fresh pages back in on every request
-/// (measured: page faults and zeroing were the biggest share of the front's CPU after hashing).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -48,6 +42,7 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> ExitCode {
+    render_pod::malloc::tune();
     match Cli::parse().command {
         Command::Serve(args) => {
             init_logging(args.log_format);
