@@ -163,6 +163,7 @@ fn service(format: ImageFormat) -> impl Fn(&Frame) -> Vec<u8> {
 }
 
 fn main() {
+    render_pod::malloc::tune(); // as the service's worker processes do
     let (frames, render_per_page) = render_all();
     let colour = frames.iter().filter(|f| f.colour).count();
     println!(
