@@ -5,18 +5,14 @@ use pdfium_render::prelude::{PdfDocument, Pdfium};
 
 use super::{DocHash, Document, OpError};
 
-/// Opens `bytes` with PDFium, mapping failures to [`OpError`]. An empty password counts as none.
-pub fn open(
-    pdfium: &'static Pdfium,
-    bytes: Vec<u8>,
-    password: Option<&str>,
-) -> Result<PdfDocument<'static>, OpError> {
-    let password = password.filter(|p| !p.is_empty());
-    if bytes.is_empty() {
+/// Opens a copy of `doc`'s bytes with PDFium, mapping failures to [`OpError`].
+pub fn open(pdfium: &'static Pdfium, doc: &Document<'_>) -> Result<PdfDocument<'static>, OpError> {
+    if doc.bytes.is_empty() {
         return Err(OpError::Unreadable { detail: "the document is empty".into() });
     }
+    let password = doc.password();
     pdfium
-        .load_pdf_from_byte_vec(bytes, password)
+        .load_pdf_from_byte_vec(doc.bytes.to_vec(), password)
         .map_err(|e| OpError::from_load(e, password.is_some()))
 }
 
@@ -60,7 +56,7 @@ impl DocumentCache {
         // Close the previous document first: a worker holds at most one.
         self.current = None;
         self.loads += 1;
-        let open = open(self.pdfium, doc.bytes.to_vec(), doc.password())?;
+        let open = open(self.pdfium, doc)?;
         Ok(&self.current.insert((Key::of(doc), open)).1)
     }
 

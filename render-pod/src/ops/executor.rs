@@ -54,8 +54,7 @@ impl Executor {
                     .map(OpOutput::Image)
             }
             Op::Watermark { text } => {
-                watermark::watermark(self.pdfium, doc.bytes, doc.password(), text, limits.max_pages)
-                    .map(OpOutput::Pdf)
+                watermark::watermark(self.pdfium, doc, text, limits.max_pages).map(OpOutput::Pdf)
             }
         }
     }

@@ -5,7 +5,7 @@ use pdfium_render::prelude::{
     PdfPoints, Pdfium,
 };
 
-use super::{OpError, cache};
+use super::{Document, OpError, cache};
 
 /// Longest accepted watermark text, in characters.
 pub const MAX_TEXT_CHARS: usize = 200;
@@ -38,13 +38,12 @@ pub fn validate_text(text: &str) -> Result<(), OpError> {
 /// every page and returns the saved PDF.
 pub fn watermark(
     pdfium: &'static Pdfium,
-    bytes: &[u8],
-    password: Option<&str>,
+    original: &Document<'_>,
     text: &str,
     max_pages: u32,
 ) -> Result<Vec<u8>, OpError> {
     validate_text(text)?;
-    let mut doc = cache::open(pdfium, bytes.to_vec(), password)?;
+    let mut doc = cache::open(pdfium, original)?;
     let page_count = super::page_count(&doc);
     if page_count > max_pages {
         return Err(OpError::TooManyPages { requested: page_count.into(), max: max_pages });
