@@ -64,7 +64,8 @@ fn render_all() -> (Vec<Frame>, Duration) {
                     .unwrap();
             let (w, h) = size::check_pixels(w, h, u64::MAX).unwrap();
             let start = Instant::now();
-            let bgra = render_bgra(&page, w, h).unwrap();
+            let mut bgra = Vec::new();
+            render_bgra(&page, w, h, &mut bgra).unwrap();
             rendering += start.elapsed();
             let colour = pixels::gray_if_neutral(&bgra).is_none();
             let rgba = pixels::bgra_to_rgba(&bgra);

@@ -220,6 +220,19 @@ fn text_pages_are_encoded_grey_and_colour_pages_in_colour() {
 }
 
 #[test]
+fn a_blank_page_after_a_busy_one_comes_out_white() {
+    // The executor reuses its bitmap buffer: nothing of the previous page may show through.
+    let _turn = pdfium_turn();
+    let mut ex = executor(OpLimits::default());
+    render(&mut ex, &read("pdf/cmyk.pdf"), 1, RenderSize::Width(400), ImageFormat::Png).unwrap();
+    let blank =
+        render(&mut ex, &read("pdf/no_contents.pdf"), 1, RenderSize::Width(300), ImageFormat::Png)
+            .unwrap();
+    let decoded = decode(&blank).to_rgb8();
+    assert!(decoded.pixels().all(|p| p.0 == [255, 255, 255]), "stale pixels in a blank page");
+}
+
+#[test]
 fn colours_come_out_as_pdfium_renders_them_in_every_format() {
     let _turn = pdfium_turn();
     // The reference: pdfium-render's own RGBA image of the page, independent of our render

@@ -14,6 +14,8 @@ pub struct Executor {
     pdfium: &'static Pdfium,
     cache: DocumentCache,
     limits: OpLimits,
+    /// The last page bitmap's buffer, reused by the next render.
+    bitmap: Vec<u8>,
 }
 
 impl Executor {
@@ -23,7 +25,7 @@ impl Executor {
         // whole life, so leaking it (once per executor, one executor per process) lets the cache
         // hold a PdfDocument<'static> without a self-referential struct.
         let pdfium: &'static Pdfium = Box::leak(Box::new(pdfium));
-        Self { pdfium, cache: DocumentCache::new(pdfium), limits }
+        Self { pdfium, cache: DocumentCache::new(pdfium), limits, bitmap: Vec::new() }
     }
 
     /// The limits this executor enforces.
@@ -50,8 +52,15 @@ impl Executor {
             }
             Op::Render { page, size, format } => {
                 let document = self.cache.get(doc)?;
-                render::render_page(document, *page, *size, *format, limits.max_pixels)
-                    .map(OpOutput::Image)
+                render::render_page(
+                    document,
+                    *page,
+                    *size,
+                    *format,
+                    limits.max_pixels,
+                    &mut self.bitmap,
+                )
+                .map(OpOutput::Image)
             }
             Op::Watermark { text } => {
                 watermark::watermark(self.pdfium, doc, text, limits.max_pages).map(OpOutput::Pdf)

@@ -7,13 +7,19 @@ use pdfium_render::prelude::{
 use super::{ImageFormat, ImageOutput, OpError, RenderSize, size};
 use crate::encode::{self, EncodeError};
 
-/// Renders 1-based `page_no` at `size` and encodes it as `format`.
+/// Bitmap buffers up to this size are kept for the next page (a 150 dpi Letter page is 8.4 MB):
+/// zeroing a fresh one cost about 5% of a page. Bigger ones are freed after their page.
+pub const KEEP_BITMAP_BYTES: usize = 64 << 20;
+
+/// Renders 1-based `page_no` at `size` into `bitmap` (a buffer kept between pages) and encodes
+/// it as `format`.
 pub fn render_page(
     doc: &PdfDocument,
     page_no: u32,
     size: RenderSize,
     format: ImageFormat,
     max_pixels: u64,
+    bitmap: &mut Vec<u8>,
 ) -> Result<ImageOutput, OpError> {
     let index = super::checked_page_index(doc, page_no)?;
     let page = doc.pages().get(index).map_err(|e| OpError::pdfium("loading page", e))?;
@@ -28,21 +34,31 @@ pub fn render_page(
              {width}x{height}"
         )));
     }
-    let bgra = render_bgra(&page, w, h)?;
+    render_bgra(&page, w, h, bitmap)?;
     let (width, height) = (width as u32, height as u32);
-    let bytes = encode::encode_bgra(&bgra, width, height, format).map_err(encode_error)?;
+    let encoded = encode::encode_bgra(bitmap, width, height, format);
+    if bitmap.capacity() > KEEP_BITMAP_BYTES {
+        *bitmap = Vec::new();
+    }
+    let bytes = encoded.map_err(encode_error)?;
     Ok(ImageOutput { bytes, width, height, format })
 }
 
 /// Renders `page` onto white at exactly `width` x `height` pixels (already checked against the
-/// budget), returning packed BGRA rows: PDFium's own order (asking it for RGBA made it convert
-/// the whole bitmap afterwards, measured as a third of the render's time).
-pub fn render_bgra(page: &PdfPage, width: i32, height: i32) -> Result<Vec<u8>, OpError> {
+/// budget) into `bgra`, resized to packed BGRA rows: PDFium's own order (asking it for RGBA made
+/// it convert the whole bitmap afterwards, measured as a third of the render's time). Whatever
+/// `bgra` held is painted over by the white background, so a reused buffer needs no zeroing.
+pub fn render_bgra(
+    page: &PdfPage,
+    width: i32,
+    height: i32,
+    bgra: &mut Vec<u8>,
+) -> Result<(), OpError> {
     let len = usize::try_from(i64::from(width) * i64::from(height) * 4)
         .map_err(|_| OpError::invalid(format!("bitmap size {width}x{height} is invalid")))?;
-    let mut bgra = vec![0u8; len];
+    bgra.resize(len, 0);
     {
-        let mut bitmap = PdfBitmap::from_bytes(width, height, PdfBitmapFormat::BGRA, &mut bgra)
+        let mut bitmap = PdfBitmap::from_bytes(width, height, PdfBitmapFormat::BGRA, bgra)
             .map_err(|e| OpError::pdfium("creating bitmap", e))?;
         // pdfium-render asks PDFium to reverse the byte order unless told not to.
         let config = PdfRenderConfig::new()
@@ -52,7 +68,7 @@ pub fn render_bgra(page: &PdfPage, width: i32, height: i32) -> Result<Vec<u8>, O
         page.render_into_bitmap_with_config(&mut bitmap, &config)
             .map_err(|e| OpError::pdfium("rendering page", e))?;
     }
-    Ok(bgra)
+    Ok(())
 }
 
 fn encode_error(e: EncodeError) -> OpError {
