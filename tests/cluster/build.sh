@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok, helm) from the pinned wrapper modules beside this script. Binaries are cached
-# outside the checkout, keyed by tool version and go.sum hash, so a warm run only checks stamps.
+# kubectl, kwok, helm) and Gotenberg (its LibreOffice-only command, with pdfcpu) from the pinned
+# wrapper modules beside this script. Binaries are cached outside the checkout, keyed by tool
+# version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,6 +70,10 @@ build helm "$helm_version" "$(helm_ldflags "$helm_version")" helm.sh/helm/v3/cmd
 build k8s "$K8S_VERSION" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+gotenberg_version=$(module_version gotenberg github.com/gotenberg/gotenberg/v8)
+# Without the version stamp, /version answers "snapshot".
+build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
+  github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
 kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
