@@ -1,6 +1,6 @@
 //! A real `render-pod serve` process for integration tests and benchmarks: started on 127.0.0.1
-//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic; and a
-//! cgroup v1 cpu group to start it in.
+//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic; a
+//! cgroup v1 cpu group to start it in; and the test documents (from `renderpool_testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::io::ErrorKind;
@@ -10,19 +10,21 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// The shared test documents, beside the repository.
+use renderpool_testkit::corpus;
+
+/// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+    corpus::dir().to_path_buf()
 }
 
 /// A corpus file's bytes.
 pub fn doc(name: &str) -> Vec<u8> {
-    std::fs::read(corpus().join(name)).unwrap()
+    corpus::read(name)
 }
 
-/// The corpus manifest.
+/// The corpus manifest: every file's entry by name.
 pub fn manifest() -> serde_json::Value {
-    serde_json::from_slice(&doc("manifest.json")).unwrap()
+    serde_json::Value::Object(corpus::manifest().clone())
 }
 
 /// The built binary.
