@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use renderpool_testkit::corpus;
+use renderpool_testkit::{capability, corpus, skip};
 
 /// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
@@ -243,11 +243,15 @@ pub struct CpuGroup {
 }
 
 impl CpuGroup {
-    /// `None` (with a message) when the controller is not there or not writable.
+    /// `None` when the controller is not there or not writable, after recording the skip
+    /// (which fails the test where `RENDERPOOL_CAPABILITIES` lists `cgroup-v1-cpu`).
     pub fn create(name: &str, quota_us: u64, period_us: u64) -> Option<CpuGroup> {
         let root = Path::new(CPU_CONTROLLER);
         if !root.join("cpu.cfs_quota_us").exists() {
-            eprintln!("SKIPPED: no cgroup v1 cpu controller at {CPU_CONTROLLER}");
+            skip(
+                capability::CGROUP_V1_CPU,
+                format!("no cgroup v1 cpu controller at {CPU_CONTROLLER}"),
+            );
             return None;
         }
         let path = root.join(format!("{name}-{}-{quota_us}", std::process::id()));
@@ -259,9 +263,12 @@ impl CpuGroup {
                     ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
                 ) =>
             {
-                eprintln!(
-                    "SKIPPED: cannot create {} ({e}): the cpu controller is not writable",
-                    path.display()
+                skip(
+                    capability::CGROUP_V1_CPU,
+                    format!(
+                        "cannot create {} ({e}): the cpu controller is not writable",
+                        path.display()
+                    ),
                 );
                 return None;
             }
