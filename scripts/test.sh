@@ -2,7 +2,7 @@
 # The whole test suite: sets up what it needs (scripts/setup.sh --cluster), builds every
 # binary the end-to-end tests start, then runs every test in the workspace and prints one
 # closing tally: passed, failed and skipped, with each skip's capability and reason (see
-# renderpool-testkit's skip()). Extra args go to cargo test.
+# renderpool-testkit's skip()). Extra args go to cargo test; with -p, only those crates run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -12,8 +12,12 @@ log=$(mktemp)
 skips=$(mktemp)
 trap 'rm -f "$log" "$skips"' EXIT
 export RENDERPOOL_SKIP_LOG=$skips
+scope=(--workspace)
+for arg in "$@"; do
+  case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
+done
 status=0
-cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+cargo test "${scope[@]}" "$@" 2>&1 | tee "$log" || status=$?
 # cargo ends on the last crate's doc-test line; the tally covers every test binary. A skipped
 # test passed as far as cargo knows: it is counted as skipped instead.
 awk -F '\t' -v skips="$skips" '
