@@ -14,6 +14,9 @@ use crate::{free_port, process, repo_root};
 /// Env var naming a folder of prebuilt control-plane binaries (skips `tests/cluster/build.sh`).
 const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
 
+/// How long a kwok node's Lease lasts; kwok renews it every quarter of that.
+pub const KWOK_NODE_LEASE_SECONDS: u32 = 40;
+
 /// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
 pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
@@ -63,9 +66,6 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             &format!("--service-account-private-key-file={}", path_arg(&pki.service_account_key)),
             &format!("--root-ca-file={}", path_arg(&pki.ca.cert)),
             "--controllers=*",
-            // kwok renews node leases from this same loaded machine; a lapse must not flip every
-            // pod NotReady in the middle of a test.
-            "--node-monitor-grace-period=300s",
             // Its default would create /usr/libexec/kubernetes/... on the host.
             &format!("--flex-volume-plugin-dir={}", path_arg(&state_dir.join("flexvolume"))),
             "--concurrent-deployment-syncs=10",
@@ -100,6 +100,10 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             &format!("--config={}", path_arg(&bin_dir.join("kwok-stages.yaml"))),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            // Real heartbeats: a Lease per node renewed every quarter of this (10 s), as a
+            // kubelet does, so the controller-manager's default grace period holds. Unset, kwok
+            // 0.8 makes no Leases and every node goes NotReady once the grace period ends.
+            &format!("--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}"),
             "--node-ip=127.0.0.1",
             &format!("--server-address=127.0.0.1:{}", free_port()),
         ],

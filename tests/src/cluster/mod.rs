@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub use components::KWOK_NODE_LEASE_SECONDS;
 pub use namespace::TestNamespace;
 pub use real_node::RealNode;
 
