@@ -30,7 +30,7 @@ build() { # [BUILD_TAGS=...] [LINK_DIR=...] build <wrapper> <version> <ldflags> 
   # Tags join the stamp only when set, so untagged tools keep the stamps they had.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} "$@")"
   if [ ! -f "$dest/.complete" ]; then
-    echo "building $wrapper $version (cold: about 10 minutes for all tools on 2 cores)" >&2
+    echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)" >&2
     local start=$SECONDS
     mkdir -p "$dest"
     # A single package is named after its wrapper (etcd's main package would be "server").

@@ -2,43 +2,33 @@
 
 use std::path::{Path, PathBuf};
 
-/// Every mount point, from `/proc/self/mountinfo` (its fifth field, octal-escaped).
-pub(crate) fn points() -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines().filter_map(|line| line.split(' ').nth(4)).map(unescape).collect()
+/// Every mount point, from `/proc/self/mountinfo` (its fifth field); `None` if it cannot be read.
+pub(crate) fn points() -> Option<Vec<PathBuf>> {
+    let info = std::fs::read("/proc/self/mountinfo").ok()?;
+    let info = String::from_utf8_lossy(&info);
+    Some(info.lines().filter_map(|line| line.split(' ').nth(4)).map(unescape).collect())
 }
 
-/// Mount points at or under `dir`.
+/// Mount points at or under `dir` (none under an empty path).
 pub(crate) fn under(dir: &Path) -> Vec<PathBuf> {
     if dir.as_os_str().is_empty() {
         return Vec::new();
     }
-    points().into_iter().filter(|mount| mount.starts_with(dir)).collect()
+    let all = points().unwrap_or_default();
+    all.into_iter().filter(|mount| mount.starts_with(dir)).collect()
 }
 
-/// Decodes mountinfo's `\NNN` octal escapes (space, tab, newline, backslash).
+/// Whether anything is mounted at or under `dir`; true when the mount table cannot be read, so
+/// a caller about to delete `dir` never deletes through a mount it could not see.
+pub(crate) fn any_under(dir: &Path) -> bool {
+    points().is_none_or(|all| all.iter().any(|mount| mount.starts_with(dir)))
+}
+
+/// Decodes the escapes the kernel writes into mountinfo paths (space, tab, newline, backslash).
+/// The backslash goes last: every backslash left in a field starts an escape.
 fn unescape(field: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|digits| {
-            let text = std::str::from_utf8(digits).ok()?;
-            u8::from_str_radix(text, 8).ok()
-        });
-        match (bytes[i], octal) {
-            (b'\\', Some(byte)) => {
-                out.push(byte);
-                i += 4;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
+    let decoded = field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n");
+    PathBuf::from(decoded.replace("\\134", "\\"))
 }
 
 #[cfg(test)]
@@ -48,11 +38,14 @@ mod tests {
     #[test]
     fn mountinfo_escapes_are_decoded() {
         assert_eq!(unescape(r"/a\040b/c\134d"), PathBuf::from("/a b/c\\d"));
+        // A literal backslash followed by "040" is written as \134040.
+        assert_eq!(unescape(r"/x\134040"), PathBuf::from(r"/x\040"));
         assert_eq!(unescape("/plain/path"), PathBuf::from("/plain/path"));
     }
 
     #[test]
     fn the_root_is_mounted() {
-        assert!(points().contains(&PathBuf::from("/")));
+        assert!(points().is_some_and(|all| all.contains(&PathBuf::from("/"))));
+        assert!(any_under(Path::new("/")));
     }
 }

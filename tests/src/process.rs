@@ -113,7 +113,7 @@ extern "C" fn stop_all() {
     }
     for folder in registry.folders.drain(..) {
         // Never delete through a mount (a bind mount would take the files it shows with it).
-        if crate::mounts::under(&folder).is_empty() {
+        if !crate::mounts::any_under(&folder) {
             let _ = std::fs::remove_dir_all(folder);
         }
     }

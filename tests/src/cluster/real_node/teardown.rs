@@ -53,11 +53,7 @@ pub(super) fn undo(record: &Record) -> Vec<String> {
     for path in &record.host_paths {
         remove_dir(path, &mut problems);
     }
-    if mounts::under(&record.node_dir).is_empty() {
-        remove_dir(&record.node_dir, &mut problems);
-    } else {
-        problems.push(format!("{} still has mounts; left in place", record.node_dir.display()));
-    }
+    remove_dir(&record.node_dir, &mut problems);
     problems
 }
 
@@ -88,7 +84,7 @@ pub fn leftovers() -> Vec<String> {
             found.push(format!("path {}", path.display()));
         }
     }
-    for mount in mounts::points() {
+    for mount in mounts::points().unwrap_or_default() {
         if mount.to_string_lossy().contains("renderpool-cluster-") {
             found.push(format!("mount {}", mount.display()));
         }
@@ -247,8 +243,11 @@ fn dirs_depth_first(root: &Path) -> Vec<PathBuf> {
 
 /// Removes `path` whole unless something is mounted under it.
 pub(super) fn remove_dir(path: &Path, problems: &mut Vec<String>) {
-    if !mounts::under(path).is_empty() {
-        problems.push(format!("{} has mounts; left in place", path.display()));
+    if mounts::any_under(path) {
+        problems.push(format!(
+            "{} has mounts (or the mount table is unreadable); left in place",
+            path.display()
+        ));
         return;
     }
     match std::fs::remove_dir_all(path) {
