@@ -133,7 +133,13 @@ fn cgroup_value(controller: &str, pod: &Pod, file: &str) -> String {
 #[tokio::test]
 async fn the_real_node_is_ready_labelled_and_runs_real_components() {
     let (cluster, node) = node();
+    // Figures for the record, not asserted.
     eprintln!("real node Ready {:.1}s after its start began", node.started_in().as_secs_f64());
+    for (name, pid) in node.daemons() {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let rss = status.lines().find(|line| line.starts_with("VmRSS:")).unwrap_or("VmRSS: ?");
+        eprintln!("  {name}: {}", rss.trim_start_matches("VmRSS:").trim());
+    }
     // A kwok node next to it keeps its own label and not the real node's.
     cluster.ensure_nodes("beside-real", 1, "4", "8Gi").await;
     let nodes: Api<Node> = Api::all(cluster.client().await);

@@ -73,7 +73,6 @@ pub struct RealNode {
     bin_dir: PathBuf,
     images: Mutex<BTreeMap<String, Vec<String>>>,
     daemons: Vec<(&'static str, u32)>,
-    kubelet_port: u16,
     started_in: Duration,
 }
 
@@ -92,11 +91,14 @@ impl RealNode {
             )));
         }
         reaper::claim()?;
+        let layout = Layout::new(&cluster.state_dir.join("node"));
+        std::fs::create_dir_all(&layout.dir)?;
+        let undo = UndoLog::create(host::record_path(), &layout.dir, &cluster.state_dir)?;
         let mut node = Starter {
             cluster,
-            layout: Layout::new(&cluster.state_dir.join("node")),
+            layout,
             bin_dir: cluster.bin_dir.clone(),
-            undo: None,
+            undo,
             daemons: Vec::new(),
         };
         node.prepare_machine()?;
@@ -104,7 +106,7 @@ impl RealNode {
         node.start_containerd(&runc)?;
         let imported = node.import_images(images)?;
         node.start_dns()?;
-        let kubelet_port = node.start_kubelet()?;
+        node.start_kubelet()?;
         // After the kubelet: kube-proxy reports healthy only once its Node exists.
         node.start_kube_proxy()?;
         Ok(RealNode {
@@ -112,7 +114,6 @@ impl RealNode {
             bin_dir: node.bin_dir,
             images: Mutex::new(imported),
             daemons: node.daemons,
-            kubelet_port,
             started_in: started.elapsed(),
         })
     }
@@ -160,12 +161,6 @@ impl RealNode {
         &self.layout.dir
     }
 
-    /// The kubelet's HTTPS port on 127.0.0.1 (the API server proxies logs and port-forward
-    /// through it).
-    pub fn kubelet_port(&self) -> u16 {
-        self.kubelet_port
-    }
-
     /// How long [`RealNode::start`] took, from the first step to the node being Ready.
     pub fn started_in(&self) -> Duration {
         self.started_in
@@ -182,36 +177,28 @@ struct Starter<'a> {
     cluster: &'a Cluster,
     layout: Layout,
     bin_dir: PathBuf,
-    undo: Option<UndoLog>,
+    undo: UndoLog,
     daemons: Vec<(&'static str, u32)>,
 }
 
 impl Starter<'_> {
-    fn undo(&mut self) -> Result<&mut UndoLog, ClusterError> {
-        self.undo.as_mut().ok_or_else(|| ClusterError::Setup("no undo record yet".into()))
-    }
-
     /// Claims the fixed host paths, makes the node's folders, sets the kubelet's sysctls and
     /// builds the network, noting every change first.
     fn prepare_machine(&mut self) -> Result<(), ClusterError> {
-        std::fs::create_dir_all(&self.layout.dir)?;
-        let mut undo =
-            UndoLog::create(host::record_path(), &self.layout.dir, &self.cluster.state_dir)?;
         let host_paths = host::claim_hard_coded()?;
-        undo.note(|record| record.host_paths = host_paths)?;
-        self.undo = Some(undo);
+        self.undo.note(|record| record.host_paths = host_paths)?;
         for dir in self.layout.folders() {
             std::fs::create_dir_all(dir)?;
         }
-        sysctl::set_for_kubelet(self.undo()?)?;
-        network::set_up(self.undo()?)
+        sysctl::set_for_kubelet(&mut self.undo)?;
+        network::set_up(&mut self.undo)
     }
 
     /// Starts `name` from the cluster's bin folder, logging into the node's folder.
     fn spawn_daemon(&mut self, name: &'static str, args: &[&str]) -> Result<(), ClusterError> {
         let pid = spawn(&self.bin_dir, &self.layout.dir, name, args)?;
         let exe = self.bin_dir.join(name);
-        self.undo()?.note(|record| record.daemons.push(Daemon { pid, exe }))?;
+        self.undo.note(|record| record.daemons.push(Daemon { pid, exe }))?;
         reaper::stop_first_on_exit(pid);
         self.daemons.push((name, pid));
         Ok(())
@@ -291,8 +278,8 @@ impl Starter<'_> {
         })
     }
 
-    /// Starts the kubelet and waits until its Node is Ready and untainted; returns its port.
-    fn start_kubelet(&mut self) -> Result<u16, ClusterError> {
+    /// Starts the kubelet and waits until its Node is Ready and untainted.
+    fn start_kubelet(&mut self) -> Result<(), ClusterError> {
         let (serving_cert, serving_key) = self.cluster.pki.ca.issue(
             &self.layout.dir,
             "kubelet",
@@ -315,8 +302,7 @@ impl Starter<'_> {
         let cluster = self.cluster;
         wait_until(&self.layout.dir, "kubelet", Duration::from_secs(90), || {
             node_schedulable(cluster)
-        })?;
-        Ok(ports.api)
+        })
     }
 }
 
