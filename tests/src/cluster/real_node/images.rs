@@ -29,8 +29,10 @@ pub(super) fn import_dir(
 
 /// Imports one archive (unpacked for overlayfs); returns the image names it holds.
 fn import(mut ctr: Command, archive: &Path) -> Result<Vec<String>, ClusterError> {
-    // --local prints each image it unpacks, by name.
-    let stdout = run(ctr.args(["images", "import", "--local"]).arg(archive))?;
+    // --local prints each image it unpacks, by name. The node's folder is on tmpfs: once
+    // unpacked, the compressed layers would only hold a second copy in memory.
+    let import = ["images", "import", "--local", "--discard-unpacked-layers"];
+    let stdout = run(ctr.args(import).arg(archive))?;
     let names = imported_names(&stdout);
     if names.is_empty() {
         return Err(ClusterError::Setup(format!(
