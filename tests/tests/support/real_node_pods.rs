@@ -21,6 +21,9 @@ pub fn busybox_pod(node_selector: &Value, image: &str, name: &str, script: &str)
             "nodeSelector": node_selector,
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 20,
+            // Root, whatever user the image names: the scripts write into the image's own
+            // root folder and into host folders.
+            "securityContext": { "runAsUser": 0 },
             "containers": [{
                 "name": "main",
                 "image": image,
