@@ -19,6 +19,9 @@ use tokio::sync::Mutex;
 #[path = "support/real_node_pods.rs"]
 mod real_node_pods;
 
+/// Set for the child process of the panic test, the only place its child test may run.
+const CHILD_ENV: &str = "RENDERPOOL_REAL_NODE_EXIT_CHILD";
+
 /// A pod that sleeps until it is killed: a container, its shim, mounts and cgroups to undo.
 const SLEEPER: &str = "exec busybox sleep 3600";
 
@@ -148,6 +151,7 @@ async fn a_test_that_panics_with_the_node_up_leaves_nothing() {
     let settings = kernel_settings();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_panics_with_the_real_node_up", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -165,6 +169,10 @@ async fn a_test_that_panics_with_the_node_up_leaves_nothing() {
 #[tokio::test]
 #[ignore = "a child of a_test_that_panics_with_the_node_up_leaves_nothing"]
 async fn child_panics_with_the_real_node_up() {
+    assert!(
+        std::env::var_os(CHILD_ENV).is_some(),
+        "run a_test_that_panics_with_the_node_up_leaves_nothing instead: this is its child"
+    );
     let cluster = Cluster::shared_with_real_node();
     let node = cluster.real_node();
     let ns = cluster.namespace("panic").await;
