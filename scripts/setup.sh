@@ -3,8 +3,8 @@
 # machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
 #   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH (needs cargo, python3 with pip)
 #   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
-#                                             plane; needs go) and RENDERPOOL_CORPUS (the test
-#                                             documents)
+#                                             plane and real node; needs go) and
+#                                             RENDERPOOL_CORPUS (the test documents)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
@@ -21,7 +21,13 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if $cluster; then
-  command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+  # The real test node: runc runs its containers, nft holds kube-proxy's rules and the harness's
+  # network guard, ip makes its bridge and routes.
+  for tool in openssl:openssl runc:runc nft:nftables ip:iproute2; do
+    PATH=$PATH:/usr/sbin:/sbin command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
+  done
+  # The real-node tests' pods run the host's static busybox (Debian's dynamic one needs a libc).
+  dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok, helm) and Gotenberg (its LibreOffice-only command, with pdfcpu) from the pinned
-# wrapper modules beside this script. Binaries are cached outside the checkout, keyed by tool
-# version and go.sum hash, so a warm run only checks stamps.
+# kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu) and the real test
+# node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) from
+# the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
+# tool version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,8 +14,8 @@ module_version() { awk -v m="$2" '$1 == m { print $2; exit }' "$here/$1/go.mod";
 K8S_VERSION=$(module_version k8s k8s.io/kubernetes)
 k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 
-# One cache folder per build: "<tool>-<version>-<hash>", the hash covering go.sum, ldflags and
-# packages, so changing any of them builds anew and never reuses a stale binary.
+# One cache folder per build: "<tool>-<version>-<hash>", the hash covering go.sum, ldflags, build
+# tags and packages, so changing any of them builds anew and never reuses a stale binary.
 stamp() {
   local wrapper=$1 version=$2; shift 2
   echo "$wrapper-$version-$({ cat "$here/$wrapper/go.sum"; echo "$@"; } | sha256sum | cut -c1-12)"
@@ -23,24 +24,26 @@ stamp() {
 bin="$cache/bin"
 mkdir -p "$bin"
 
-build() { # build <wrapper> <version> <ldflags> <package>...
-  local wrapper=$1 version=$2 ldflags=$3; shift 3
+build() { # [BUILD_TAGS=...] [LINK_DIR=...] build <wrapper> <version> <ldflags> <package>...
+  local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
   local dest
-  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" "$@")"
+  # Tags join the stamp only when set, so untagged tools keep the stamps they had.
+  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} "$@")"
   if [ ! -f "$dest/.complete" ]; then
-    echo "building $wrapper $version (cold: about 10 minutes for all tools on 2 cores)" >&2
+    echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)" >&2
     local start=$SECONDS
     mkdir -p "$dest"
     # A single package is named after its wrapper (etcd's main package would be "server").
     local out="$dest/"
     [ $# -eq 1 ] && out="$dest/$wrapper"
-    (cd "$here/$wrapper" && go build -trimpath -ldflags "$ldflags" -o "$out" "$@")
+    (cd "$here/$wrapper" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@")
     touch "$dest/.complete"
     # Drop this tool's older builds so the cache holds one per tool.
     find "$cache/go" -maxdepth 1 -name "$wrapper-*" ! -path "$dest" -exec rm -rf {} +
     echo "built $wrapper in $((SECONDS - start))s" >&2
   fi
-  for f in "$dest"/*; do ln -sf "$f" "$bin/$(basename "$f")"; done
+  mkdir -p "$link_dir"
+  for f in "$dest"/*; do ln -sf "$f" "$link_dir/$(basename "$f")"; done
 }
 
 k8s_ldflags() {
@@ -69,11 +72,25 @@ helm_version=$(module_version helm helm.sh/helm/v3)
 build helm "$helm_version" "$(helm_ldflags "$helm_version")" helm.sh/helm/v3/cmd/helm
 build k8s "$K8S_VERSION" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 gotenberg_version=$(module_version gotenberg github.com/gotenberg/gotenberg/v8)
 # Without the version stamp, /version answers "snapshot".
 build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
   github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
+
+# The real node's runtime and network. Debian's runc and nft run beside them (scripts/setup.sh).
+containerd_version=$(module_version containerd github.com/containerd/containerd/v2)
+BUILD_TAGS="no_btrfs no_devmapper no_zfs urfave_cli_no_docs" build containerd "$containerd_version" \
+  "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
+  github.com/containerd/containerd/v2/cmd/containerd \
+  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+  github.com/containerd/containerd/v2/cmd/ctr
+# CNI plugins get a folder of their own, off PATH: iproute2 has a `bridge` command too.
+cni_plugins=github.com/containernetworking/plugins/plugins
+LINK_DIR="$bin/cni" build cni "$(module_version cni github.com/containernetworking/plugins)" "-s -w" \
+  "$cni_plugins/main/bridge" "$cni_plugins/ipam/host-local" "$cni_plugins/main/loopback"
+build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" github.com/coredns/coredns
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
 kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \

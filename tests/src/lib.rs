@@ -1,6 +1,7 @@
 //! End-to-end test support: the local Kubernetes control plane and helpers shared by the tests.
 
 pub mod cluster;
+mod mounts;
 pub mod operator;
 mod process;
 

@@ -112,6 +112,9 @@ extern "C" fn stop_all() {
         let _ = child.wait();
     }
     for folder in registry.folders.drain(..) {
-        let _ = std::fs::remove_dir_all(folder);
+        // Never delete through a mount (a bind mount would take the files it shows with it).
+        if !crate::mounts::any_under(&folder) {
+            let _ = std::fs::remove_dir_all(folder);
+        }
     }
 }

@@ -6,12 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::pki::{self, Pki};
+use super::addresses::SERVICE_RANGE;
+use super::pki::{self, Identities, Pki};
 use super::{Cluster, ClusterError, kubeconfig};
 use crate::{free_port, process, repo_root};
 
 /// Env var naming a folder of prebuilt control-plane binaries (skips `tests/cluster/build.sh`).
 const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
+
+/// How long a kwok node's Lease lasts; kwok renews it every quarter of that.
+pub const KWOK_NODE_LEASE_SECONDS: u32 = 40;
 
 /// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
@@ -32,20 +36,20 @@ pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
 pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
     let state_dir = state_dir()?;
     process::remove_on_exit(state_dir.clone());
-    let identities = pki::identities();
+    let identities = Identities::new();
     let pki = pki::create(&state_dir, &identities)?;
-    let [admin, controller_manager, scheduler] = &identities;
+    let Identities { admin, controller_manager, scheduler, .. } = &identities;
 
     let etcd_url = start_etcd(&bin_dir, &state_dir)?;
     let port = free_port();
     let server = format!("https://127.0.0.1:{port}");
     let admin_kubeconfig = state_dir.join("kubeconfig-admin");
-    kubeconfig::write(&admin_kubeconfig, &server, &pki.ca_cert, &admin.token)?;
+    kubeconfig::write(&admin_kubeconfig, &server, &pki.ca.cert, &admin.token)?;
     start_apiserver(&bin_dir, &state_dir, &pki, &etcd_url, port)?;
     wait_apiserver_ready(&bin_dir, &state_dir, &admin_kubeconfig)?;
 
     let kcm_kubeconfig = state_dir.join("kubeconfig-controller-manager");
-    kubeconfig::write(&kcm_kubeconfig, &server, &pki.ca_cert, &controller_manager.token)?;
+    kubeconfig::write(&kcm_kubeconfig, &server, &pki.ca.cert, &controller_manager.token)?;
     let kcm = path_arg(&kcm_kubeconfig);
     spawn(
         &bin_dir,
@@ -60,11 +64,10 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             "--leader-elect=false",
             "--use-service-account-credentials=true",
             &format!("--service-account-private-key-file={}", path_arg(&pki.service_account_key)),
-            &format!("--root-ca-file={}", path_arg(&pki.ca_cert)),
+            &format!("--root-ca-file={}", path_arg(&pki.ca.cert)),
             "--controllers=*",
-            // kwok renews node leases from this same loaded machine; a lapse must not flip every
-            // pod NotReady in the middle of a test.
-            "--node-monitor-grace-period=300s",
+            // Its default would create /usr/libexec/kubernetes/... on the host.
+            &format!("--flex-volume-plugin-dir={}", path_arg(&state_dir.join("flexvolume"))),
             "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10",
             "--concurrent-gc-syncs=20",
@@ -72,7 +75,7 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
     )?;
 
     let scheduler_kubeconfig = state_dir.join("kubeconfig-scheduler");
-    kubeconfig::write(&scheduler_kubeconfig, &server, &pki.ca_cert, &scheduler.token)?;
+    kubeconfig::write(&scheduler_kubeconfig, &server, &pki.ca.cert, &scheduler.token)?;
     let sched = path_arg(&scheduler_kubeconfig);
     spawn(
         &bin_dir,
@@ -97,12 +100,24 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             &format!("--config={}", path_arg(&bin_dir.join("kwok-stages.yaml"))),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            // Real heartbeats: a Lease per node renewed every quarter of this (10 s), as a
+            // kubelet does, so the controller-manager's default grace period holds. Unset, kwok
+            // 0.8 makes no Leases and every node goes NotReady once the grace period ends.
+            &format!("--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}"),
             "--node-ip=127.0.0.1",
             &format!("--server-address=127.0.0.1:{}", free_port()),
         ],
     )?;
 
-    Ok(Cluster { state_dir, bin_dir, server, ca_cert: pki.ca_cert, kubeconfig: admin_kubeconfig })
+    Ok(Cluster {
+        state_dir,
+        bin_dir,
+        server,
+        pki,
+        identities,
+        kubeconfig: admin_kubeconfig,
+        real_node: Default::default(),
+    })
 }
 
 /// A fresh folder on tmpfs where there is one (etcd without fsync on tmpfs is fast).
@@ -157,18 +172,24 @@ fn start_apiserver(
             &format!("--secure-port={port}"),
             &format!("--tls-cert-file={}", path_arg(&pki.serving_cert)),
             &format!("--tls-private-key-file={}", path_arg(&pki.serving_key)),
-            &format!("--client-ca-file={}", path_arg(&pki.ca_cert)),
+            &format!("--client-ca-file={}", path_arg(&pki.ca.cert)),
             &format!("--token-auth-file={}", path_arg(&pki.token_file)),
             "--authorization-mode=Node,RBAC",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             &format!("--service-account-key-file={}", path_arg(&pki.service_account_pub)),
             &format!("--service-account-signing-key-file={}", path_arg(&pki.service_account_key)),
-            "--service-cluster-ip-range=10.96.0.0/16", // room for hundreds of pools' Services
+            &format!("--service-cluster-ip-range={SERVICE_RANGE}"),
             "--allow-privileged=true",
+            // Logs, exec and port-forward reach the real node's kubelet on 127.0.0.1.
+            &format!("--kubelet-client-certificate={}", path_arg(&pki.kubelet_client_cert)),
+            &format!("--kubelet-client-key={}", path_arg(&pki.kubelet_client_key)),
+            &format!("--kubelet-certificate-authority={}", path_arg(&pki.ca.cert)),
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
         ],
     )
+    .map(drop)
 }
 
 fn wait_apiserver_ready(
@@ -188,21 +209,26 @@ fn wait_apiserver_ready(
     })
 }
 
-/// Starts `name` from `bin_dir` with its output in `<state_dir>/<name>.log`.
-fn spawn(bin_dir: &Path, state_dir: &Path, name: &str, args: &[&str]) -> Result<(), ClusterError> {
+/// Starts `name` from `bin_dir` with its output in `<state_dir>/<name>.log`; returns its pid.
+pub(super) fn spawn(
+    bin_dir: &Path,
+    state_dir: &Path,
+    name: &str,
+    args: &[&str],
+) -> Result<u32, ClusterError> {
     let log = File::create(log_path(state_dir, name))?;
     let mut command = Command::new(bin_dir.join(name));
     command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    process::spawn(command)
-        .map(drop)
-        .map_err(|err| ClusterError::Setup(format!("start {name}: {err}")))
+    process::spawn(command).map_err(|err| ClusterError::Setup(format!("start {name}: {err}")))
 }
 
-fn log_path(state_dir: &Path, name: &str) -> PathBuf {
+/// Where [`spawn`] writes `name`'s output.
+pub(super) fn log_path(state_dir: &Path, name: &str) -> PathBuf {
     state_dir.join(format!("{name}.log"))
 }
 
-fn wait_until(
+/// Polls `ready` every 200 ms; after `timeout`, fails with the tail of `component`'s log.
+pub(super) fn wait_until(
     state_dir: &Path,
     component: &'static str,
     timeout: Duration,
@@ -226,6 +252,7 @@ fn wait_until(
     })
 }
 
-fn path_arg(path: &Path) -> String {
+/// A path as a command-line argument.
+pub(super) fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }

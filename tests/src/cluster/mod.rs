@@ -1,21 +1,25 @@
 //! A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and kwok fake nodes, built from pinned Go modules by
-//! `tests/cluster/build.sh`.
+//! `tests/cluster/build.sh`; on request also one real node ([`Cluster::real_node`]).
 //!
 //! One cluster serves a whole test binary ([`Cluster::shared`]); each test takes its own
 //! namespace ([`Cluster::namespace`]). Everything stops when the test process exits.
 
+pub mod addresses;
 mod components;
 mod kubeconfig;
 mod namespace;
 mod nodes;
 mod pki;
+pub mod real_node;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub use components::KWOK_NODE_LEASE_SECONDS;
 pub use namespace::TestNamespace;
+pub use real_node::RealNode;
 
 /// Why the local control plane could not be started or used.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +33,9 @@ pub enum ClusterError {
     /// A component did not become ready in time.
     #[error("{component} not ready after {seconds}s; last lines of {log}:\n{tail}")]
     NotReady { component: &'static str, seconds: u64, log: String, tail: String },
+    /// Another process on this machine runs the one real node it can hold.
+    #[error("{0}")]
+    RealNodeBusy(String),
     /// The API server refused or failed a request.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -39,8 +46,10 @@ pub struct Cluster {
     state_dir: PathBuf,
     bin_dir: PathBuf,
     server: String,
-    ca_cert: PathBuf,
+    pki: pki::Pki,
+    identities: pki::Identities,
     kubeconfig: PathBuf,
+    real_node: OnceLock<RealNode>,
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
@@ -51,6 +60,35 @@ impl Cluster {
         SHARED.get_or_init(|| {
             Cluster::start().unwrap_or_else(|err| panic!("local control plane failed: {err}"))
         })
+    }
+
+    /// [`Self::shared`] with its real node up, images imported from `$RENDERPOOL_IMAGES`.
+    pub fn shared_with_real_node() -> &'static Cluster {
+        let cluster = Self::shared();
+        cluster.real_node();
+        cluster
+    }
+
+    /// This cluster's real node, started by the first caller with the OCI archives in
+    /// `$RENDERPOOL_IMAGES` imported (see [`RealNode`]).
+    pub fn real_node(&self) -> &RealNode {
+        self.real_node.get_or_init(|| {
+            real_node::images_dir()
+                .and_then(|images| RealNode::start(self, &images))
+                .unwrap_or_else(|err| panic!("real node failed: {err}"))
+        })
+    }
+
+    /// Starts this cluster's real node with the OCI archives in `images` imported; fails if it
+    /// already has one or another process on this machine holds the real node.
+    pub fn start_real_node(&self, images: &Path) -> Result<&RealNode, ClusterError> {
+        let node = RealNode::start(self, images)?;
+        self.real_node
+            .set(node)
+            .map_err(|_| ClusterError::Setup("this cluster already has its real node".into()))?;
+        self.real_node
+            .get()
+            .ok_or_else(|| ClusterError::Setup("real node vanished after start".into()))
     }
 
     /// Starts a new control plane; it stops when the process exits.
@@ -71,7 +109,7 @@ impl Cluster {
 
     /// The CA certificate that signed the API server's serving certificate.
     pub fn ca_cert(&self) -> &Path {
-        &self.ca_cert
+        &self.pki.ca.cert
     }
 
     /// Folder holding this cluster's state, certificates and component logs.
@@ -105,7 +143,7 @@ impl Cluster {
     /// returns its path.
     pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> PathBuf {
         let path = self.state_dir.join(format!("kubeconfig-{name}"));
-        kubeconfig::write(&path, &self.server, &self.ca_cert, token)
+        kubeconfig::write(&path, &self.server, &self.pki.ca.cert, token)
             .unwrap_or_else(|err| panic!("write {}: {err}", path.display()));
         path
     }

@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use renderpool_tests::cluster::{Cluster, run};
+use renderpool_tests::cluster::{Cluster, KWOK_NODE_LEASE_SECONDS, run};
 use renderpool_tests::wait_for;
 
 const SMOKE_CRD: &str = r#"{
@@ -118,6 +119,34 @@ async fn deployment_is_scheduled_on_kwok_nodes_and_garbage_collected() {
     })
     .await;
     assert!(collected.is_some(), "garbage collector left the ReplicaSet or pods behind");
+}
+
+/// kwok heartbeats its nodes the way a kubelet does, through a Lease it keeps renewing, so the
+/// controller-manager's default node-monitor grace period (50 s) keeps them Ready however long a
+/// run lasts. One renewal seen is enough: it comes every quarter of the Lease's duration.
+#[tokio::test]
+async fn kwok_renews_each_node_lease_well_inside_the_default_grace_period() {
+    let cluster = Cluster::shared();
+    cluster.ensure_nodes("lease", 1, "1", "1Gi").await;
+    let client = cluster.client().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let renew_time = || async {
+        let spec = leases.get_opt("lease-0").await.unwrap()?.spec?;
+        Some((spec.renew_time?, spec.lease_duration_seconds?))
+    };
+    let (first, duration) = wait_for(Duration::from_secs(30), renew_time)
+        .await
+        .expect("kwok made no Lease for its node");
+    assert_eq!(duration, KWOK_NODE_LEASE_SECONDS as i32);
+    let interval = Duration::from_secs(u64::from(KWOK_NODE_LEASE_SECONDS) / 4);
+    let renewed = wait_for(interval * 3, || async {
+        renew_time().await.filter(|(time, _)| *time != first).map(|(time, _)| time)
+    })
+    .await;
+    assert!(renewed.is_some(), "the Lease was not renewed within {:?}", interval * 3);
+    let node: Node = Api::all(client).get("lease-0").await.unwrap();
+    let conditions = node.status.unwrap().conditions.unwrap();
+    assert!(conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
 }
 
 #[test]
