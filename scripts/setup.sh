@@ -2,7 +2,10 @@
 # Installs what the local service (and, with --cluster, the tests) need on a fresh Debian
 # machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
 #   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH
-#   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (Go-built control plane)
+#   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (Go-built control plane
+#                                             and Gotenberg) after installing LibreOffice
+#   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
+#                                             Gotenberg only (scripts/run.sh --office)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -21,7 +24,12 @@ fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-if [ "${1:-}" = "--cluster" ]; then
-  cluster_bin=$("$root/tests/cluster/build.sh" | tail -n 1)
-  echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
-fi
+case "${1:-}" in
+  --cluster | --office)
+    "$root/scripts/install-office.sh"
+    tools=()
+    [ "$1" = "--office" ] && tools=(gotenberg)
+    cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
+    echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+    ;;
+esac

@@ -3,8 +3,11 @@
 # kubectl, kwok, helm) and Gotenberg (its LibreOffice-only command, with pdfcpu) from the pinned
 # wrapper modules beside this script. Binaries are cached outside the checkout, keyed by tool
 # version and go.sum hash, so a warm run only checks stamps.
-# Prints the bin directory on the last line of stdout.
+# Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
+# `build.sh gotenberg` for scripts/run.sh --office), only those are built.
 set -euo pipefail
+only=("$@")
+wanted() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -25,6 +28,7 @@ mkdir -p "$bin"
 
 build() { # build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3; shift 3
+  wanted "$wrapper" || return 0
   local dest
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" "$@")"
   if [ ! -f "$dest/.complete" ]; then
@@ -75,10 +79,12 @@ gotenberg_version=$(module_version gotenberg github.com/gotenberg/gotenberg/v8)
 build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
   github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
-kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
-  pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
-  echo "---"
-  cat "$kwok_dir/kustomize/stage/$stage.yaml"
-done > "$bin/kwok-stages.yaml"
+if wanted kwok; then
+  kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+    pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$stage.yaml"
+  done > "$bin/kwok-stages.yaml"
+fi
 echo "$bin"
