@@ -13,9 +13,9 @@ use crate::{free_port, process, repo_root};
 /// Env var naming a folder of prebuilt control-plane binaries (skips `tests/cluster/build.sh`).
 const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
 
-/// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
+/// The folder with etcd, kube-*, kubectl, kwok, helm and Gotenberg: from `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
-pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
+pub(crate) fn bin_dir() -> Result<PathBuf, ClusterError> {
     if let Some(dir) = std::env::var_os(BIN_ENV) {
         return Ok(PathBuf::from(dir));
     }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub(crate) use components::bin_dir;
 pub use namespace::TestNamespace;
 
 /// Why the local control plane could not be started or used.
