@@ -19,8 +19,10 @@ for bench in service encoding; do
 done
 echo
 echo "### cargo bench -p renderpool-tests --bench office"
-# The bench starts the release render-pod binary.
-cargo build --release --quiet -p render-pod
-cargo bench -p renderpool-tests --bench office
+# Dev profile (as for operator_scale): the time is LibreOffice's, and a release build of the
+# test crate's Kubernetes dependencies would cost more than the whole run. It starts the
+# dev-profile render-pod binary.
+cargo build --quiet -p render-pod
+cargo bench -p renderpool-tests --bench office --profile dev
 echo
 echo "load average afterwards $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,8 +6,8 @@
 //! RSS idle and converting, and the render pod's RSS added by its PDF cache. Figures only: it
 //! never fails on time.
 //!
-//! Run: `cargo build --release -p render-pod && cargo bench -p renderpool-tests --bench office`
-//! (bench/run.sh does both).
+//! Run: `cargo build -p render-pod && cargo bench -p renderpool-tests --bench office --profile dev`
+//! after `eval "$(scripts/setup.sh --office)"` (bench/run.sh does all three).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
