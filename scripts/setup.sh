@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Installs what the local service (and, with --cluster, the tests) need on a fresh Debian
 # machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
-#   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH
-#   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (Go-built control plane
-#                                             and Gotenberg) after installing LibreOffice
+#   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH (needs cargo, python3 with pip)
+#   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
+#                                             plane and Gotenberg; needs go) after installing
+#                                             LibreOffice, and RENDERPOOL_CORPUS (the test
+#                                             documents)
 #   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
-#                                             Gotenberg only (scripts/run.sh --office)
+#                                             Gotenberg only (scripts/run.sh --office; needs go)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+cluster=false
+office=false
+[ "${1:-}" = "--cluster" ] && cluster=true
+[ "${1:-}" = "--office" ] && office=true
 
-for tool in cargo go; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "setup: $tool is required (Rust >= 1.89, Go >= 1.26)" >&2; exit 1; }
-done
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.89)" >&2; exit 1; }
+if $cluster || $office; then
+  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests and for Office (Go >= 1.26)" >&2; exit 1; }
+fi
+# Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
+# the PDFium wheel; the tests also make certificates with openssl.
 need_apt=()
-for tool in openssl:openssl python3:python3 cc:build-essential; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
-done
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+if $cluster; then
+  command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   apt-get update -qq >&2
@@ -24,12 +36,14 @@ fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-case "${1:-}" in
-  --cluster | --office)
-    "$root/scripts/install-office.sh"
-    tools=()
-    [ "$1" = "--office" ] && tools=(gotenberg)
-    cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
-    echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
-    ;;
-esac
+if $cluster || $office; then
+  "$root/scripts/install-office.sh"
+  tools=()
+  $office && tools=(gotenberg)
+  cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
+  echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+fi
+if $cluster; then
+  corpus=$("$root/scripts/fetch-corpus.sh" | tail -n 1)
+  echo "export RENDERPOOL_CORPUS='$corpus'"
+fi

@@ -6,7 +6,6 @@
 //! Prints figures; asserts nothing about time. Run: cargo bench -p render-pod --bench encoding
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use image::ImageEncoder;
@@ -46,17 +45,13 @@ fn pages() -> Vec<(&'static str, Vec<i32>)> {
     ]
 }
 
-fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
-}
-
 /// Renders every page once; returns the frames and the mean render time per page.
 fn render_all() -> (Vec<Frame>, Duration) {
     let pdfium = render_pod::pdfium_lib::bind().unwrap();
     let mut frames = Vec::new();
     let mut rendering = Duration::ZERO;
     for (file, numbers) in pages() {
-        let doc = pdfium.load_pdf_from_file(&corpus().join(file), None).unwrap();
+        let doc = pdfium.load_pdf_from_file(&renderpool_testkit::corpus::path(file), None).unwrap();
         for number in numbers {
             let page = doc.pages().get(number - 1).unwrap();
             let (w, h) =

@@ -2,13 +2,13 @@
 //! the manifest; every bad file gives its typed error; the executor reuses the open document.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use render_pod::ops::{
     DocInfo, Document, Executor, ExtractOutput, ImageFormat, ImageOutput, Op, OpError, OpLimits,
     OpOutput, PageSelection, RenderSize,
 };
+use renderpool_testkit::corpus::{self, read};
 use serde_json::Value;
 
 /// PDFium is not thread-safe and the test harness runs tests on threads: one at a time.
@@ -18,23 +18,12 @@ fn pdfium_turn() -> MutexGuard<'static, ()> {
     PDFIUM.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
-}
-
-fn read(name: &str) -> Vec<u8> {
-    std::fs::read(corpus().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn manifest() -> serde_json::Map<String, Value> {
-    serde_json::from_slice(&read("manifest.json")).unwrap()
-}
-
 /// The manifest's PDFs that PDFium opens, with their entries.
 fn good_pdfs() -> Vec<(String, Value)> {
-    let pdfs: Vec<_> = manifest()
-        .into_iter()
+    let pdfs: Vec<_> = corpus::manifest()
+        .iter()
         .filter(|(name, entry)| name.starts_with("pdf/") && entry.get("pages").is_some())
+        .map(|(name, entry)| (name.clone(), entry.clone()))
         .collect();
     assert!(pdfs.len() >= 20, "corpus manifest lists {} PDFs", pdfs.len());
     pdfs

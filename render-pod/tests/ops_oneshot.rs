@@ -2,7 +2,6 @@
 //! real PDFium and corpus files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use clap::Parser;
@@ -15,9 +14,9 @@ fn pdfium_turn() -> MutexGuard<'static, ()> {
     PDFIUM.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A corpus file's path as a command-line argument.
 fn corpus(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus").join(name);
-    path.to_str().unwrap().to_string()
+    renderpool_testkit::corpus::path(name).to_str().unwrap().to_string()
 }
 
 /// The subcommands as the binary exposes them (flattened into its top-level CLI).

@@ -1,20 +1,15 @@
 //! The fetched libpdfium.so binds and reads real documents as the corpus manifest says.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
-fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
-}
+use renderpool_testkit::corpus;
 
 #[test]
 fn page_counts_match_the_manifest() {
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(corpus().join("manifest.json")).unwrap()).unwrap();
+    let manifest = corpus::manifest();
     let pdfium = render_pod::pdfium_lib::bind().unwrap();
     for name in ["pdf/R-intro.pdf", "pdf/multipage.pdf", "pdf/libtasn1.pdf"] {
         let expected = manifest[name]["pages"].as_i64().unwrap();
-        let doc = pdfium.load_pdf_from_file(&corpus().join(name), None).unwrap();
+        let doc = pdfium.load_pdf_from_file(&corpus::path(name), None).unwrap();
         assert_eq!(i64::from(doc.pages().len()), expected, "{name}");
     }
 }

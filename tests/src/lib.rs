@@ -17,9 +17,9 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The shared test corpus, laid beside the checkout as `../shared/corpus`.
+/// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus_dir() -> PathBuf {
-    repo_root().join("../shared/corpus")
+    renderpool_testkit::corpus::dir().to_path_buf()
 }
 
 /// Path of a workspace binary next to the running test executable (`target/<profile>/<name>`).

@@ -1,6 +1,6 @@
 //! A real `render-pod serve` process for integration tests and benchmarks: started on 127.0.0.1
-//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic; and a
-//! cgroup v1 cpu group to start it in.
+//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic; a
+//! cgroup v1 cpu group to start it in; and the test documents (from `renderpool_testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::io::ErrorKind;
@@ -10,19 +10,21 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// The shared test documents, beside the repository.
+use renderpool_testkit::{capability, corpus, skip};
+
+/// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+    corpus::dir().to_path_buf()
 }
 
 /// A corpus file's bytes.
 pub fn doc(name: &str) -> Vec<u8> {
-    std::fs::read(corpus().join(name)).unwrap()
+    corpus::read(name)
 }
 
-/// The corpus manifest.
+/// The corpus manifest: every file's entry by name.
 pub fn manifest() -> serde_json::Value {
-    serde_json::from_slice(&doc("manifest.json")).unwrap()
+    serde_json::Value::Object(corpus::manifest().clone())
 }
 
 /// The built binary.
@@ -241,11 +243,15 @@ pub struct CpuGroup {
 }
 
 impl CpuGroup {
-    /// `None` (with a message) when the controller is not there or not writable.
+    /// `None` when the controller is not there or not writable, after recording the skip
+    /// (which fails the test where `RENDERPOOL_CAPABILITIES` lists `cgroup-v1-cpu`).
     pub fn create(name: &str, quota_us: u64, period_us: u64) -> Option<CpuGroup> {
         let root = Path::new(CPU_CONTROLLER);
         if !root.join("cpu.cfs_quota_us").exists() {
-            eprintln!("SKIPPED: no cgroup v1 cpu controller at {CPU_CONTROLLER}");
+            skip(
+                capability::CGROUP_V1_CPU,
+                format!("no cgroup v1 cpu controller at {CPU_CONTROLLER}"),
+            );
             return None;
         }
         let path = root.join(format!("{name}-{}-{quota_us}", std::process::id()));
@@ -257,9 +263,12 @@ impl CpuGroup {
                     ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
                 ) =>
             {
-                eprintln!(
-                    "SKIPPED: cannot create {} ({e}): the cpu controller is not writable",
-                    path.display()
+                skip(
+                    capability::CGROUP_V1_CPU,
+                    format!(
+                        "cannot create {} ({e}): the cpu controller is not writable",
+                        path.display()
+                    ),
                 );
                 return None;
             }

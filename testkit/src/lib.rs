@@ -1,0 +1,14 @@
+//! Test support shared by the workspace's tests and benchmarks:
+//!
+//! - [`corpus`]: the test documents, real files fetched by pin from the registries they come
+//!   from (`testdata/corpus.json` lists them, `scripts/fetch-corpus.sh` fetches and checks them).
+//!   Every test and bench reads them through this module.
+//! - [`skip()`]: a test that cannot run its real part on this machine says so with a capability
+//!   name and a reason; `scripts/test.sh` counts and prints every skip, and a machine that
+//!   declares the capability (`RENDERPOOL_CAPABILITIES`, set by `.ci/run`) fails the test
+//!   instead.
+
+pub mod corpus;
+mod skip;
+
+pub use skip::{CAPABILITIES_ENV, LOG_ENV, capability, skip};
