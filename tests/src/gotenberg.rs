@@ -88,11 +88,6 @@ impl Gotenberg {
         std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
-    /// Gotenberg's process id.
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// Everything Gotenberg logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -115,11 +110,6 @@ impl Gotenberg {
                 }
             })
             .collect()
-    }
-
-    /// Requests inside Gotenberg now (running and queued), from its own Prometheus metrics.
-    pub async fn queue_size(&self) -> Option<f64> {
-        queue_size_at(&self.url()).await
     }
 
     /// Gotenberg, its LibreOffice and the unoconverter of a conversion in progress: every process
@@ -202,7 +192,8 @@ fn parent(pid: u32) -> Option<u32> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// [`Gotenberg::queue_size`] of the Gotenberg at `url` (for a task that does not hold it).
+/// Requests inside the Gotenberg at `url` now (running and queued for LibreOffice), from its own
+/// Prometheus metrics.
 pub async fn queue_size_at(url: &str) -> Option<f64> {
     let text = reqwest::get(format!("{url}/prometheus/metrics")).await.ok()?.text().await.ok()?;
     text.lines()

@@ -85,12 +85,7 @@ impl RenderPod {
             Ok(response) => response.text().await.unwrap_or_default(),
             Err(err) => panic!("GET /metrics: {err}"),
         };
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter(|l| l.split([' ', '{']).next() == Some(name))
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        renderpool_testkit::metrics::sum(&text, name, needles)
     }
 }
 
