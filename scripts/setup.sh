@@ -3,16 +3,21 @@
 # machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
 #   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH (needs cargo, python3 with pip)
 #   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
-#                                             plane and real node; needs go) and
+#                                             plane, the real node and Gotenberg; needs go)
+#                                             after installing LibreOffice, and
 #                                             RENDERPOOL_CORPUS (the test documents)
+#   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
+#                                             Gotenberg only (scripts/run.sh --office; needs go)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
+office=false
 [ "${1:-}" = "--cluster" ] && cluster=true
+[ "${1:-}" = "--office" ] && office=true
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.89)" >&2; exit 1; }
-if $cluster; then
-  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests (Go >= 1.26)" >&2; exit 1; }
+if $cluster || $office; then
+  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests and for Office (Go >= 1.26)" >&2; exit 1; }
 fi
 # Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
 # the PDFium wheel; the tests also make certificates with openssl.
@@ -37,9 +42,14 @@ fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-if $cluster; then
-  cluster_bin=$("$root/tests/cluster/build.sh" | tail -n 1)
+if $cluster || $office; then
+  "$root/scripts/install-office.sh"
+  tools=()
+  $office && tools=(gotenberg)
+  cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
   echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+fi
+if $cluster; then
   corpus=$("$root/scripts/fetch-corpus.sh" | tail -n 1)
   echo "export RENDERPOOL_CORPUS='$corpus'"
 fi

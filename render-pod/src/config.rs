@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use renderpool_sizing::{DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, parse_memory_bytes};
 
+use crate::office::OfficeConfig;
 use crate::ops::OpLimits;
 
 /// Log line format.
@@ -67,6 +68,31 @@ pub struct ServeArgs {
     #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
+    /// Gotenberg's base URL for Office to PDF, e.g. http://pool-gotenberg:3000 (the operator
+    /// sets it); without one, Office input is answered 503 office_not_configured.
+    #[arg(long, env = "RENDERPOD_GOTENBERG_URL")]
+    pub gotenberg_url: Option<String>,
+    /// Office conversions this pod runs at once when no share file is given, or until the share
+    /// file is readable.
+    #[arg(long, env = "RENDERPOD_OFFICE_CONCURRENCY", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub office_concurrency: u32,
+    /// File holding this pod's share of the Gotenberg pool (one decimal number; the operator
+    /// mounts it from a ConfigMap); re-read while running, a bad read keeps the last good share.
+    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_FILE")]
+    pub office_share_file: Option<PathBuf>,
+    /// Milliseconds between reads of the share file.
+    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_POLL_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub office_share_poll_ms: u64,
+    /// Office requests that may wait for a conversion place; beyond this they get 503 at once.
+    #[arg(long, env = "RENDERPOD_OFFICE_QUEUE_DEPTH", default_value_t = 32)]
+    pub office_queue_depth: usize,
+    /// Converted-PDF bytes kept in memory (least recently used out first), e.g. 64Mi; 0 turns
+    /// the cache off. Counts against the supervisor's memory, not a slot's.
+    #[arg(long, env = "RENDERPOD_OFFICE_CACHE_BYTES", value_parser = parse_memory_bytes,
+          default_value_t = 64 << 20)]
+    pub office_cache_bytes: u64,
     /// Log format.
     #[arg(long, env = "RENDERPOD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -84,6 +110,19 @@ impl ServeArgs {
     /// Job deadline.
     pub fn job_deadline(&self) -> Duration {
         Duration::from_millis(self.job_deadline_ms)
+    }
+
+    /// How the Office path runs; a converted PDF is held to the same limit as an uploaded one.
+    pub fn office(&self) -> OfficeConfig {
+        OfficeConfig {
+            gotenberg_url: self.gotenberg_url.clone().filter(|url| !url.trim().is_empty()),
+            share: self.office_concurrency,
+            share_file: self.office_share_file.clone(),
+            share_poll: Duration::from_millis(self.office_share_poll_ms),
+            max_waiting: self.office_queue_depth,
+            cache_bytes: self.office_cache_bytes,
+            max_pdf_bytes: self.max_body_bytes,
+        }
     }
 }
 

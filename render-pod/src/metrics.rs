@@ -1,5 +1,6 @@
 //! Prometheus metrics of the render pod: slots, queue, job times, rejections, restarts, bytes.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
@@ -12,6 +13,7 @@ use prometheus_client::registry::Registry;
 use renderpool_sizing::SlotPlan;
 
 use crate::limits::DetectedLimits;
+use crate::office::OfficeMetrics;
 
 /// A label set of static names and values (op names, reasons, states).
 pub type Labels = Vec<(&'static str, &'static str)>;
@@ -38,9 +40,12 @@ pub struct Metrics {
     pub bytes_in: Counter<u64, AtomicU64>,
     /// Response body bytes sent.
     pub bytes_out: Counter<u64, AtomicU64>,
+    /// The Office path (`renderpod_office_*`).
+    pub office: Arc<OfficeMetrics>,
 }
 
-fn seconds_histogram() -> Histogram {
+/// A histogram of seconds, 1 ms to about 65 s.
+pub fn seconds_histogram() -> Histogram {
     // 1 ms .. ~65 s
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
@@ -79,6 +84,8 @@ impl Metrics {
         );
         registry.register("bytes_in", "Document bytes received", bytes_in.clone());
         registry.register("bytes_out", "Response body bytes sent", bytes_out.clone());
+        let office = Arc::new(OfficeMetrics::default());
+        office.register(&mut registry);
         let planned = |v: u32| {
             let g = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
             g.set(i64::from(v));
@@ -126,6 +133,7 @@ impl Metrics {
             worker_restarts,
             bytes_in,
             bytes_out,
+            office,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::engine::{Engine, EngineConfig, WorkerCommand};
 use crate::http::{self, AppState, PlanView};
 use crate::limits;
 use crate::metrics::Metrics;
+use crate::office::{Office, UrlError};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 /// Why the service could not start or stopped with an error.
@@ -31,6 +32,9 @@ pub enum ServeError {
     /// libpdfium is missing: no worker could ever start.
     #[error(transparent)]
     Pdfium(#[from] PdfiumLoadError),
+    /// The Gotenberg URL is not usable.
+    #[error(transparent)]
+    Office(#[from] UrlError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
@@ -63,6 +67,14 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         "slot plan"
     );
     let metrics = Arc::new(Metrics::new(&plan, &detected));
+    let office = Office::new(args.office(), args.job_deadline(), metrics.office.clone())?;
+    let office_status = office.status();
+    tracing::info!(
+        gotenberg = office_status.gotenberg_url.as_deref().unwrap_or("none (Office input is refused)"),
+        share = office_status.admission.share,
+        share_file = ?office_status.share_file,
+        "office"
+    );
     let exe = match &args.worker_exe {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().map_err(ServeError::CurrentExe)?,
@@ -85,10 +97,12 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         },
         metrics.clone(),
     ));
+    let share_watch = office.watch_share();
     let lifecycle = Arc::new(Lifecycle::new());
     let state = Arc::new(AppState {
         engine: engine.clone(),
         metrics,
+        office,
         lifecycle: lifecycle.clone(),
         plan: PlanView::new(&plan, detected),
         max_body_bytes: args.max_body_bytes,
@@ -120,6 +134,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             grace_ms = args.grace_period_ms,
             "grace period over; abandoning requests still in flight"
         ),
+    }
+    if let Some(watch) = share_watch {
+        watch.abort();
     }
     engine.shutdown().await;
     tracing::info!("stopped");

@@ -4,8 +4,11 @@
 # node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) from
 # the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
-# Prints the bin directory on the last line of stdout.
+# Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
+# `build.sh gotenberg` for scripts/run.sh --office), only those are built.
 set -euo pipefail
+only=("$@")
+wanted() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -26,6 +29,7 @@ mkdir -p "$bin"
 
 build() { # [BUILD_TAGS=...] [LINK_DIR=...] build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
+  wanted "$wrapper" || return 0
   local dest
   # Tags join the stamp only when set, so untagged tools keep the stamps they had.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} "$@")"
@@ -92,10 +96,12 @@ LINK_DIR="$bin/cni" build cni "$(module_version cni github.com/containernetworki
   "$cni_plugins/main/bridge" "$cni_plugins/ipam/host-local" "$cni_plugins/main/loopback"
 build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" github.com/coredns/coredns
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
-kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
-  pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
-  echo "---"
-  cat "$kwok_dir/kustomize/stage/$stage.yaml"
-done > "$bin/kwok-stages.yaml"
+if wanted kwok; then
+  kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+    pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$stage.yaml"
+  done > "$bin/kwok-stages.yaml"
+fi
 echo "$bin"

@@ -1,9 +1,13 @@
-//! End-to-end test support: the local Kubernetes control plane and helpers shared by the tests.
+//! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, the render pod
+//! as a process, and helpers shared by the tests.
 
+pub mod balancer;
 pub mod cluster;
+pub mod gotenberg;
 mod mounts;
 pub mod operator;
 mod process;
+pub mod render_pod;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -57,4 +61,12 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     None
+}
+
+/// Resident memory (VmRSS) of process `pid`, in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

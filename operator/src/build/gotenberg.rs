@@ -10,7 +10,6 @@ use crate::validate::GotenbergPlan;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use renderpool_sizing::chromium_max_concurrency;
 
 /// Gotenberg's API port (--api-port) and the Service port the render pods call.
 pub const GOTENBERG_PORT: i32 = 3000;
@@ -26,9 +25,9 @@ pub(super) fn objects(meta: &Meta, spec: &GotenbergSpec, plan: &GotenbergPlan) -
     }
 }
 
-/// The command line: LibreOffice restarts and queue bound from the spec, Chromium concurrency
-/// from the CPU limit, shutdown long enough for a request at its timeout.
-pub fn gotenberg_args(spec: &GotenbergSpec, plan: &GotenbergPlan) -> Vec<String> {
+/// The command line: LibreOffice restarts and queue bound from the spec, shutdown long enough for
+/// a request at its timeout. No Chromium flag: the LibreOffice-only command refuses it.
+pub fn gotenberg_args(spec: &GotenbergSpec, _plan: &GotenbergPlan) -> Vec<String> {
     vec![
         "gotenberg".into(),
         format!("--api-port={GOTENBERG_PORT}"),
@@ -37,7 +36,6 @@ pub fn gotenberg_args(spec: &GotenbergSpec, plan: &GotenbergPlan) -> Vec<String>
         "--libreoffice-auto-start=true".into(),
         format!("--libreoffice-restart-after={}", spec.restart_after),
         format!("--libreoffice-max-queue-size={}", spec.queue_size),
-        format!("--chromium-max-concurrency={}", chromium_max_concurrency(plan.cpu_millis)),
     ]
 }
 

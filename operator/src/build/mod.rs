@@ -5,6 +5,7 @@ mod gotenberg;
 mod render;
 
 pub use common::{Component, child_name, selector_labels, selector_string};
+pub use gotenberg::gotenberg_args;
 
 use crate::crd::RenderPool;
 use crate::validate::PoolPlan;

@@ -25,6 +25,7 @@ use crate::metrics::Metrics;
 use crate::ops::{DocHash, OpOutput};
 
 pub use job::{JobError, Task};
+pub use policy::{MovingAverage, entropy, retry_after_secs};
 pub use process::WorkerCommand;
 pub use procfs::Memory;
 
@@ -64,17 +65,8 @@ struct Shared {
     queue: Mutex<mpsc::Receiver<job::Job>>,
     poison: poison::PoisonList,
     slots: Vec<SlotStatus>,
-    average_job_micros: AtomicU64,
-}
-
-impl Shared {
-    /// Moving average of job time, for `Retry-After`.
-    fn record_job_time(&self, elapsed: Duration) {
-        let sample = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let old = self.average_job_micros.load(Ordering::Relaxed);
-        let new = if old == 0 { sample } else { (old * 7 + sample) / 8 };
-        self.average_job_micros.store(new, Ordering::Relaxed);
-    }
+    /// Job time, for `Retry-After`.
+    average_job: policy::MovingAverage,
 }
 
 /// One worker as `/readyz` shows it.
@@ -129,7 +121,7 @@ impl Engine {
             metrics,
             queue: Mutex::new(receiver),
             slots,
-            average_job_micros: AtomicU64::new(0),
+            average_job: policy::MovingAverage::default(),
         });
         let tasks = (0..shared.slots.len())
             .map(|index| tokio::spawn(slot::run(shared.clone(), index, shutdown_rx.clone())))
@@ -241,7 +233,7 @@ impl Engine {
 
     fn overloaded(&self) -> JobError {
         self.shared.metrics.reject("queue_full");
-        let average = Duration::from_micros(self.shared.average_job_micros.load(Ordering::Relaxed));
+        let average = self.shared.average_job.get();
         let queued = self.queued();
         JobError::QueueFull {
             slots: self.shared.config.slots,

@@ -1,5 +1,6 @@
 //! Pure decisions of the supervisor: recycle limits, crash-loop backoff, `Retry-After`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Jobs a new worker may run before it is recycled: `base` plus up to 10% jitter, so workers
@@ -53,6 +54,27 @@ impl Default for Backoff {
     }
 }
 
+/// A moving average of durations (each sample weighs 1/8), for `Retry-After` estimates.
+#[derive(Debug, Default)]
+pub struct MovingAverage {
+    micros: AtomicU64,
+}
+
+impl MovingAverage {
+    /// Adds a sample.
+    pub fn record(&self, elapsed: Duration) {
+        let sample = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let old = self.micros.load(Ordering::Relaxed);
+        let new = if old == 0 { sample } else { old / 8 * 7 + sample / 8 };
+        self.micros.store(new, Ordering::Relaxed);
+    }
+
+    /// The average so far (zero before the first sample).
+    pub fn get(&self) -> Duration {
+        Duration::from_micros(self.micros.load(Ordering::Relaxed))
+    }
+}
+
 /// Seconds a rejected client should wait: the time the slots need to work off the queue at the
 /// average job time, within 1..=30.
 pub fn retry_after_secs(queued: usize, slots: u32, average_job: Duration) -> u64 {
@@ -86,6 +108,16 @@ mod tests {
         assert_eq!(b.after_exit(true), Duration::from_secs(30));
         assert_eq!(b.after_exit(false), Duration::ZERO);
         assert_eq!(b.after_exit(true), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn moving_average_starts_at_the_first_sample_and_follows_slowly() {
+        let average = MovingAverage::default();
+        assert_eq!(average.get(), Duration::ZERO);
+        average.record(Duration::from_millis(800));
+        assert_eq!(average.get(), Duration::from_millis(800));
+        average.record(Duration::from_millis(0));
+        assert_eq!(average.get(), Duration::from_millis(700));
     }
 
     #[test]

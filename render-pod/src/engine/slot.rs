@@ -189,7 +189,7 @@ async fn run_job(
             (Err(JobError::WorkerCrashed { detail }), Some(End::Died("crash")), "crashed")
         }
         Ok(Ok(result)) => {
-            shared.record_job_time(elapsed);
+            shared.average_job.record(elapsed);
             let label = match &result {
                 Ok(_) => "ok",
                 Err(e) => e.code(),

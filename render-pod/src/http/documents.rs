@@ -1,4 +1,5 @@
-//! The `/v1` document routes: parse and bound the request, queue the work, shape the answer.
+//! The `/v1` document routes: parse and bound the request, convert Office input, queue the work,
+//! shape the answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +12,7 @@ use base64::Engine as _;
 use serde::Serialize;
 
 use crate::engine::{JobError, Task};
+use crate::office::{ConvertError, ConvertOptions, Detected, detect};
 use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, PageSelection, RenderSize};
 
 use super::AppState;
@@ -53,14 +55,24 @@ fn before_body<T>(
     }
 }
 
-/// Reads and hashes the document, unless the pod is draining or the document is quarantined.
-async fn admit(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
+/// Whether a request will need a PDFium slot (every route but `/v1/convert`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slots {
+    Needed,
+    NotNeeded,
+}
+
+/// Reads and hashes the document, unless the pod is draining, the slots' queue is full (for
+/// work that needs a slot) or the document is quarantined.
+async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
         app.metrics.reject("draining");
         return Err(input::refuse(request, JobError::Draining.into()));
     }
-    if let Err(full) = app.engine.ensure_room() {
+    if slots == Slots::Needed
+        && let Err(full) = app.engine.ensure_room()
+    {
         return Err(input::refuse(request, full.into()));
     }
     let password = match input::password(request.headers()) {
@@ -82,6 +94,28 @@ async fn admit(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
     };
     app.engine.check_quarantine(&hash)?;
     Ok(Admitted { doc, hash, password, arrived })
+}
+
+/// The document as PDFium gets it: a PDF (or unknown bytes, which PDFium judges) as uploaded,
+/// an Office document converted first (through the cache, without holding a slot), a refused
+/// container never.
+async fn as_pdf(app: &AppState, doc: Admitted) -> Result<Admitted, ApiError> {
+    let format = match detect(&doc.doc) {
+        Detected::Pdf | Detected::Unknown => return Ok(doc),
+        Detected::Office(format) => format,
+        Detected::Refused(refusal) => return Err(ConvertError::Refused(refusal).into()),
+    };
+    let deadline = app.engine.deadline(doc.arrived);
+    let converted =
+        app.office.to_pdf(&doc.doc, doc.hash, format, ConvertOptions::default(), deadline).await?;
+    // The password header is for PDFs; a converted PDF has none.
+    Ok(Admitted { doc: converted.pdf, hash: converted.hash, password: None, arrived: doc.arrived })
+}
+
+/// [`admit`] then [`as_pdf`]: what every PDFium route starts with.
+async fn admit_pdf(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
+    let doc = admit(app, request, Slots::Needed).await?;
+    as_pdf(app, doc).await
 }
 
 fn unexpected(output: &OpOutput) -> ApiError {
@@ -110,7 +144,7 @@ pub async fn info(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let doc = admit(&app, request).await?;
+    let doc = admit_pdf(&app, request).await?;
     match app.engine.run(doc.task(Op::Info), doc.arrived).await? {
         OpOutput::Info(info) => json(&app, &info),
         other => Err(unexpected(&other)),
@@ -128,7 +162,7 @@ pub async fn extract(
             max_chars: params::max_chars(q)?,
         })
     })?;
-    let doc = admit(&app, request).await?;
+    let doc = admit_pdf(&app, request).await?;
     match app.engine.run(doc.task(op), doc.arrived).await? {
         OpOutput::Text(text) => json(&app, &text),
         other => Err(unexpected(&other)),
@@ -147,7 +181,7 @@ pub async fn render(
             format: params::format(q)?,
         })
     })?;
-    let doc = admit(&app, request).await?;
+    let doc = admit_pdf(&app, request).await?;
     match app.engine.run(doc.task(op), doc.arrived).await? {
         OpOutput::Image(image) => Ok(image_response(&app, image)),
         other => Err(unexpected(&other)),
@@ -199,7 +233,7 @@ pub async fn thumbnails(
             params::format(q)?,
         ))
     })?;
-    let doc = admit(&app, request).await?;
+    let doc = admit_pdf(&app, request).await?;
     let page_count = match app.engine.run(doc.task(Op::Info), doc.arrived).await? {
         OpOutput::Info(info) => info.page_count,
         other => return Err(unexpected(&other)),
@@ -232,13 +266,45 @@ pub async fn watermark(
 ) -> Result<Response, ApiError> {
     let (request, op) =
         before_body(request, |q| Ok(Op::Watermark { text: params::watermark_text(q)? }))?;
-    let doc = admit(&app, request).await?;
+    let doc = admit_pdf(&app, request).await?;
     match app.engine.run(doc.task(op), doc.arrived).await? {
-        OpOutput::Pdf(pdf) => {
-            let len = pdf.len();
-            let response = ([(header::CONTENT_TYPE, "application/pdf")], pdf).into_response();
-            Ok(sent(&app, response, len))
-        }
+        OpOutput::Pdf(pdf) => Ok(pdf_response(&app, Bytes::from(pdf))),
         other => Err(unexpected(&other)),
     }
+}
+
+fn pdf_response(app: &AppState, pdf: Bytes) -> Response {
+    let len = pdf.len();
+    sent(app, ([(header::CONTENT_TYPE, "application/pdf")], pdf).into_response(), len)
+}
+
+/// `POST /v1/convert?pdfa=&pages=`: an Office document as PDF (PDF/A and a page range on
+/// request), through the pod's share of the Gotenberg pool and the converted-PDF cache.
+pub async fn convert(
+    State(app): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (request, options) = before_body(request, |q| {
+        Ok(ConvertOptions { pdfa: params::pdfa(q)?, pages: params::pages(q, app.max_pages)? })
+    })?;
+    let doc = admit(&app, request, Slots::NotNeeded).await?;
+    let format = match detect(&doc.doc) {
+        Detected::Office(format) => format,
+        Detected::Pdf => {
+            return Err(ConvertError::NotOffice(
+                "the document is a PDF already: /v1/convert takes Office documents",
+            )
+            .into());
+        }
+        Detected::Unknown => {
+            return Err(ConvertError::NotOffice(
+                "not an Office document: send Word, Excel, PowerPoint (OOXML or 97-2003), OpenDocument or RTF",
+            )
+            .into());
+        }
+        Detected::Refused(refusal) => return Err(ConvertError::Refused(refusal).into()),
+    };
+    let deadline = app.engine.deadline(doc.arrived);
+    let converted = app.office.to_pdf(&doc.doc, doc.hash, format, options, deadline).await?;
+    Ok(pdf_response(&app, converted.pdf))
 }

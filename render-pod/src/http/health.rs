@@ -16,7 +16,7 @@ pub async fn healthz() -> &'static str {
 }
 
 /// Readiness: 200 while at least one slot has a live worker and the pod is not draining; the
-/// body shows the slot plan, each worker and the queue either way.
+/// body shows the slot plan, each worker, the queue and the Office path either way.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
     let engine = app.engine.status();
     let draining = app.lifecycle.is_draining();
@@ -26,6 +26,8 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
         "draining": draining,
         "plan": app.plan,
         "engine": engine,
+        // Shown, never gating: PDFs are served whatever Gotenberg's state.
+        "office": app.office.status(),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

@@ -12,15 +12,14 @@ use super::error::ApiError;
 /// Header carrying the password of an encrypted PDF.
 pub const PASSWORD_HEADER: &str = "x-pdf-password";
 
-/// What a declared content type says the body is.
+/// What a declared content type says the body is. It only tells a raw document from a form:
+/// what the document is comes from its bytes (`office::detect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyKind {
-    /// A PDF (or unlabelled bytes, which PDFium will judge).
-    Pdf,
+    /// A PDF, an Office document or unlabelled bytes: the document itself.
+    Document,
     /// A multipart form whose `file` field holds the document.
     Multipart,
-    /// An Office document (Word, Excel, PowerPoint, OpenDocument, RTF).
-    Office,
     /// Anything else.
     Unsupported(String),
 }
@@ -28,7 +27,7 @@ pub enum BodyKind {
 /// Classifies a `Content-Type` value (parameters ignored).
 pub fn classify(content_type: Option<&str>) -> BodyKind {
     let Some(value) = content_type else {
-        return BodyKind::Pdf;
+        return BodyKind::Document;
     };
     let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match mime.as_str() {
@@ -37,33 +36,20 @@ pub fn classify(content_type: Option<&str>) -> BodyKind {
         | "application/pdf"
         | "application/x-pdf"
         | "application/octet-stream"
-        | "application/x-www-form-urlencoded" => BodyKind::Pdf,
-        "multipart/form-data" => BodyKind::Multipart,
-        "application/msword"
+        | "application/x-www-form-urlencoded"
+        | "application/msword"
         | "application/vnd.ms-excel"
         | "application/vnd.ms-powerpoint"
         | "application/rtf"
-        | "text/rtf" => BodyKind::Office,
+        | "text/rtf" => BodyKind::Document,
+        "multipart/form-data" => BodyKind::Multipart,
         m if m.starts_with("application/vnd.openxmlformats-officedocument.")
             || m.starts_with("application/vnd.oasis.opendocument.") =>
         {
-            BodyKind::Office
+            BodyKind::Document
         }
         _ => BodyKind::Unsupported(mime),
     }
-}
-
-/// True when the bytes start like an Office file (a ZIP container or an OLE compound file).
-pub fn looks_like_office(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0])
-}
-
-fn office_error() -> ApiError {
-    ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "office_not_supported",
-        "Office documents are not converted yet: send a PDF",
-    )
 }
 
 fn unsupported(mime: &str) -> ApiError {
@@ -71,7 +57,7 @@ fn unsupported(mime: &str) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",
         format!(
-            "content type {mime:?} is not accepted: send application/pdf or multipart field \"file\""
+            "content type {mime:?} is not accepted: send a PDF or Office document as the body or as multipart field \"file\""
         ),
     )
 }
@@ -129,18 +115,14 @@ pub async fn read_document(request: Request, max: u64) -> Result<Bytes, ApiError
     }
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let multipart = match classify(content_type) {
-        BodyKind::Pdf => false,
+        BodyKind::Document => false,
         BodyKind::Multipart => true,
-        BodyKind::Office => return Err(refuse(request, office_error())),
         BodyKind::Unsupported(mime) => return Err(refuse(request, unsupported(&mime))),
     };
     let (parts, body) = request.into_parts();
     let mut bytes = read_limited(body, max, declared).await?;
     if multipart {
         bytes = multipart_file(Request::from_parts(parts, Body::from(bytes)), max).await?;
-    }
-    if looks_like_office(&bytes) {
-        return Err(office_error());
     }
     Ok(bytes)
 }
@@ -181,7 +163,6 @@ async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
             continue;
         }
         match classify(field.content_type()) {
-            BodyKind::Office => return Err(office_error()),
             BodyKind::Unsupported(mime) if mime != "multipart/form-data" => {
                 return Err(unsupported(&mime));
             }
@@ -199,22 +180,17 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(classify(None), BodyKind::Pdf);
-        assert_eq!(classify(Some("application/pdf")), BodyKind::Pdf);
+        assert_eq!(classify(None), BodyKind::Document);
+        assert_eq!(classify(Some("application/pdf")), BodyKind::Document);
         assert_eq!(classify(Some("multipart/form-data; boundary=x")), BodyKind::Multipart);
         assert_eq!(
             classify(Some(
                 "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
             )),
-            BodyKind::Office
+            BodyKind::Document
         );
-        assert_eq!(classify(Some("application/vnd.oasis.opendocument.text")), BodyKind::Office);
+        assert_eq!(classify(Some("application/vnd.oasis.opendocument.text")), BodyKind::Document);
+        assert_eq!(classify(Some("application/msword")), BodyKind::Document);
         assert_eq!(classify(Some("image/png")), BodyKind::Unsupported("image/png".into()));
-    }
-
-    #[test]
-    fn office_magic() {
-        assert!(looks_like_office(b"PK\x03\x04rest"));
-        assert!(!looks_like_office(b"%PDF-1.7"));
     }
 }

@@ -1,5 +1,5 @@
-//! The HTTP front (axum): document routes that queue work for the slots, and health, readiness
-//! and metrics routes that never wait for a slot.
+//! The HTTP front (axum): document routes that convert Office input and queue work for the slots,
+//! and health, readiness and metrics routes that never wait for a slot.
 
 mod documents;
 mod error;
@@ -21,6 +21,7 @@ use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
 use crate::metrics::Metrics;
+use crate::office::Office;
 
 pub use error::ApiError;
 
@@ -61,6 +62,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Office to PDF.
+    pub office: Arc<Office>,
     /// Draining state.
     pub lifecycle: Arc<Lifecycle>,
     /// How the slot count was derived.
@@ -89,6 +92,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/render", post(documents::render))
         .route("/v1/thumbnails", post(documents::thumbnails))
         .route("/v1/watermark", post(documents::watermark))
+        .route("/v1/convert", post(documents::convert))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(close_after_error));
     Router::new()

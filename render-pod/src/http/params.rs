@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::office::PdfA;
 use crate::ops::{ImageFormat, OpError, PageSelection, RenderSize, size};
 
 use super::error::ApiError;
@@ -76,6 +77,14 @@ pub fn check_page_count(requested: u64, max_pages: u32) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// `pdfa=` for `/v1/convert` (1b, 2b or 3b).
+pub fn pdfa(query: &Query) -> Result<Option<PdfA>, ApiError> {
+    query
+        .get("pdfa")
+        .map(|v| v.parse::<PdfA>().map_err(|e| ApiError::invalid(e.to_string())))
+        .transpose()
+}
+
 /// `max_chars=` for `/v1/extract`.
 pub fn max_chars(query: &Query) -> Result<Option<usize>, ApiError> {
     number::<usize>(query, "max_chars")
@@ -147,5 +156,12 @@ mod tests {
         assert!(watermark_text(&q(&[])).is_err());
         assert!(watermark_text(&q(&[("text", &"x".repeat(201))])).is_err());
         assert_eq!(max_chars(&q(&[("max_chars", "10")])).unwrap(), Some(10));
+    }
+
+    #[test]
+    fn pdfa_is_optional_and_checked() {
+        assert_eq!(pdfa(&q(&[])).unwrap(), None);
+        assert_eq!(pdfa(&q(&[("pdfa", "2b")])).unwrap(), Some(PdfA::A2b));
+        assert_eq!(pdfa(&q(&[("pdfa", "4z")])).unwrap_err().code, "invalid_request");
     }
 }

@@ -159,12 +159,7 @@ impl Server {
     pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
         let text =
             self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter(|l| l.split([' ', '{']).next() == Some(name))
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        renderpool_testkit::metrics::sum(&text, name, needles)
     }
 
     /// Waits until [`Server::metric`] reaches `at_least` (work after a reply, such as a

@@ -17,9 +17,10 @@ const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
 /// How long a kwok node's Lease lasts; kwok renews it every quarter of that.
 pub const KWOK_NODE_LEASE_SECONDS: u32 = 40;
 
-/// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
+/// The folder with the Go-built tools (control plane, real node, Gotenberg): from
+/// `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
-pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
+pub(crate) fn bin_dir() -> Result<PathBuf, ClusterError> {
     if let Some(dir) = std::env::var_os(BIN_ENV) {
         return Ok(PathBuf::from(dir));
     }

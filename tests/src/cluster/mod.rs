@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 pub use components::KWOK_NODE_LEASE_SECONDS;
+pub(crate) use components::bin_dir;
 pub use namespace::TestNamespace;
 pub use real_node::RealNode;
 
