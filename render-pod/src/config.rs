@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// Milliseconds a document that crashed a worker is refused.
     #[arg(long, env = "RENDERPOD_POISON_TTL_MS", default_value_t = 600_000)]
     pub poison_ttl_ms: u64,
+    /// Milliseconds a running job whose client disconnected may still finish before its worker
+    /// is killed and replaced.
+    #[arg(long, env = "RENDERPOD_CANCEL_GRACE_MS", default_value_t = 100)]
+    pub cancel_grace_ms: u64,
     /// Scheduling niceness of worker processes (0 to 19); above 0 the HTTP front (health
     /// checks, admission, rejections) gets the CPU first when it wakes up.
     #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,

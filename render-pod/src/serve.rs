@@ -79,6 +79,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             recycle_after_jobs: args.recycle_after_jobs.max(1),
             recycle_rss: args.recycle_rss(),
             poison_ttl: Duration::from_millis(args.poison_ttl_ms),
+            cancel_grace: Duration::from_millis(args.cancel_grace_ms),
             stop_grace: Duration::from_secs(5),
             worker: WorkerCommand {
                 exe,

@@ -47,6 +47,9 @@ pub struct EngineConfig {
     pub recycle_rss: u64,
     /// How long a document that crashed a worker is refused.
     pub poison_ttl: Duration,
+    /// How long a running job whose client went away may still finish before its worker is
+    /// killed and replaced.
+    pub cancel_grace: Duration,
     /// How long a worker gets to exit after its stdin closes.
     pub stop_grace: Duration,
     /// How to start a worker.
@@ -335,6 +338,7 @@ mod tests {
             recycle_after_jobs: 10,
             recycle_rss: 1 << 29,
             poison_ttl: Duration::from_secs(60),
+            cancel_grace: Duration::from_millis(100),
             stop_grace: Duration::from_millis(100),
             worker: WorkerCommand {
                 exe: "/nonexistent/render-pod".into(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
@@ -129,7 +129,7 @@ async fn run_job(
 ) -> Option<End> {
     let metrics = &shared.metrics;
     let now = Instant::now();
-    let Job { task, arrived, deadline, reply } = job;
+    let Job { task, arrived, deadline, mut reply } = job;
     if reply.is_closed() {
         metrics.reject("client_gone");
         return None;
@@ -168,7 +168,7 @@ async fn run_job(
     let started = Instant::now();
     let doc = (!same_document).then_some(&task.doc[..]);
     let run = Run { header: &header, doc, hash: task.hash, deadline, arrived };
-    let outcome = supervise(worker, run).await;
+    let outcome = supervise(worker, run, shared.config.cancel_grace, &mut reply).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
     metrics.slot_state(Some("busy"), "idle");
@@ -181,6 +181,10 @@ async fn run_job(
                 Err(e) => e.code(),
             };
             (Some(result.map_err(JobError::from)), None, label)
+        }
+        Outcome::Cancelled => {
+            tracing::info!(pid = worker.pid(), op, "client gone mid-job; worker killed");
+            (None, Some(End::Died("cancelled")), "cancelled")
         }
         Outcome::Died(ending) => {
             let verdict = verdict::judge(&ending, shared.config.worker.confinement.memory_ceiling);
@@ -223,12 +227,21 @@ struct Run<'a> {
 enum Outcome {
     /// The worker answered (and lives on).
     Answered(Result<OpOutput, OpError>),
+    /// The client left and the job outlasted the grace: the worker was killed.
+    Cancelled,
     /// The worker is gone, and this is how.
     Died(Ending),
 }
 
-/// Runs the job on the worker while watching its deadline.
-async fn supervise(worker: &mut WorkerProcess, run: Run<'_>) -> Outcome {
+/// Runs the job on the worker while watching its deadline and its client. A client that goes
+/// away leaves the job `grace` to finish (a worker that answers lives on); past that the worker
+/// is killed and replaced, because the rest of the job costs the slot more than a new worker.
+async fn supervise(
+    worker: &mut WorkerProcess,
+    run: Run<'_>,
+    grace: Duration,
+    reply: &mut oneshot::Sender<Result<OpOutput, JobError>>,
+) -> Outcome {
     let started = Instant::now();
     let step = {
         let answer = worker.run(run.header, run.doc, run.hash);
@@ -237,6 +250,10 @@ async fn supervise(worker: &mut WorkerProcess, run: Run<'_>) -> Outcome {
             biased;
             answer = &mut answer => Step::Finished(answer),
             () = tokio::time::sleep_until(run.deadline.into()) => Step::Deadline,
+            () = reply.closed() => match tokio::time::timeout(grace, &mut answer).await {
+                Ok(answer) => Step::Finished(answer),
+                Err(_) => Step::Cancelled,
+            },
         }
     };
     match step {
@@ -258,6 +275,10 @@ async fn supervise(worker: &mut WorkerProcess, run: Run<'_>) -> Outcome {
             let deadline = run.deadline - run.arrived;
             Outcome::Died(Ending::Deadline { ran: started.elapsed(), deadline })
         }
+        Step::Cancelled => {
+            worker.kill().await;
+            Outcome::Cancelled
+        }
     }
 }
 
@@ -265,6 +286,7 @@ async fn supervise(worker: &mut WorkerProcess, run: Run<'_>) -> Outcome {
 enum Step {
     Finished(Result<Reply, ProtocolError>),
     Deadline,
+    Cancelled,
 }
 
 /// The metrics label for an operation.
