@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the render-pod benchmarks and prints their figures (nothing passes or fails on time).
 #   service:  the real service against in-process PDFium, /healthz under saturation,
-#             concurrent vs sequential extraction, peak RSS  (render-pod/benches/service.rs)
+#             concurrent vs sequential extraction, peak RSS, the memory ceiling's cost, RSS
+#             under resource bombs, disconnect to free slot  (render-pod/benches/service.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
 #   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
 #             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)

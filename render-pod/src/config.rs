@@ -27,10 +27,16 @@ pub struct ServeArgs {
     /// Slot count, replacing the one derived from the cgroup limits.
     #[arg(long, env = "RENDERPOD_SLOTS")]
     pub slots: Option<u32>,
-    /// Memory budget per worker (also its recycle threshold), e.g. 512Mi.
+    /// Memory budget per worker, e.g. 512Mi: the slot count, each worker's hard memory ceiling
+    /// and its recycle threshold derive from it.
     #[arg(long, env = "RENDERPOD_MEMORY_PER_SLOT", value_parser = parse_memory_bytes,
           default_value_t = DEFAULT_MEMORY_PER_SLOT)]
     pub memory_per_slot: u64,
+    /// Hold each worker to --memory-per-slot (RLIMIT_DATA): a document that needs more fails its
+    /// own job with 422 memory_limit_exceeded. `false` only for measuring what it costs.
+    #[arg(long, env = "RENDERPOD_MEMORY_CEILING", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub memory_ceiling: bool,
     /// Memory kept for the supervisor before slots are counted, e.g. 128Mi.
     #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes,
           default_value_t = DEFAULT_SUPERVISOR_OVERHEAD)]
@@ -63,6 +69,10 @@ pub struct ServeArgs {
     /// Milliseconds a document that crashed a worker is refused.
     #[arg(long, env = "RENDERPOD_POISON_TTL_MS", default_value_t = 600_000)]
     pub poison_ttl_ms: u64,
+    /// Milliseconds a running job whose client disconnected may still finish before its worker
+    /// is killed and replaced.
+    #[arg(long, env = "RENDERPOD_CANCEL_GRACE_MS", default_value_t = 100)]
+    pub cancel_grace_ms: u64,
     /// Scheduling niceness of worker processes (0 to 19); above 0 the HTTP front (health
     /// checks, admission, rejections) gets the CPU first when it wakes up.
     #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,
@@ -124,6 +134,35 @@ impl ServeArgs {
             max_pdf_bytes: self.max_body_bytes,
         }
     }
+
+    /// Each worker's hard memory ceiling, unless switched off.
+    pub fn memory_ceiling(&self) -> Option<u64> {
+        self.memory_ceiling.then_some(self.memory_per_slot)
+    }
+
+    /// Resident memory after a job above which a worker is replaced: half its budget, so slow
+    /// growth (heap fragmentation, PDFium's caches) is shed long before the ceiling is near.
+    pub fn recycle_rss(&self) -> u64 {
+        self.memory_per_slot / 2
+    }
+
+    /// A warning when the ceiling cannot hold the largest render `--max-pixels` allows: its
+    /// bitmap (4 bytes a pixel) and as much again for PDFium's scratch bitmaps and the encoder
+    /// (measured: 191-218 MB at the peak for 38-40 megapixel pages of the corpus). Renders past
+    /// that fail with `memory_limit_exceeded` for what the request asked, not for the document.
+    pub fn ceiling_warning(&self) -> Option<String> {
+        let ceiling = self.memory_ceiling()?;
+        let needed = self.max_pixels.saturating_mul(2 * 4);
+        (needed > ceiling).then(|| {
+            format!(
+                "--memory-per-slot {} MiB cannot hold a render of --max-pixels {} (about {} MiB): \
+                 raise the one or lower the other",
+                ceiling >> 20,
+                self.max_pixels,
+                needed >> 20
+            )
+        })
+    }
 }
 
 /// Flags of the hidden `render-pod worker` subcommand (set by the supervisor).
@@ -152,5 +191,44 @@ impl WorkerArgs {
     /// The limits these flags name.
     pub fn limits(&self) -> OpLimits {
         OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn serve(flags: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap().serve
+    }
+
+    #[test]
+    fn the_ceiling_and_the_recycle_threshold_follow_the_memory_per_slot() {
+        let args = serve(&["--memory-per-slot", "512Mi"]);
+        assert_eq!(args.memory_ceiling(), Some(512 << 20));
+        assert_eq!(args.recycle_rss(), 256 << 20);
+        // The defaults hold the largest render: 40 megapixels need about 305 MiB.
+        assert_eq!(args.ceiling_warning(), None);
+        let off = serve(&["--memory-per-slot", "512Mi", "--memory-ceiling", "false"]);
+        assert_eq!((off.memory_ceiling(), off.ceiling_warning()), (None, None));
+    }
+
+    #[test]
+    fn a_ceiling_too_small_for_the_largest_render_is_named() {
+        let warning = serve(&["--memory-per-slot", "256Mi"]).ceiling_warning().unwrap();
+        assert!(warning.contains("256 MiB") && warning.contains("40000000"), "{warning}");
+        assert_eq!(
+            serve(&["--memory-per-slot", "256Mi", "--max-pixels", "20000000"]).ceiling_warning(),
+            None
+        );
     }
 }

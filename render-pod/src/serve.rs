@@ -7,7 +7,7 @@ use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
 use crate::config::{ServeArgs, WorkerArgs};
 use crate::drain::{self, Lifecycle};
-use crate::engine::{Engine, EngineConfig, WorkerCommand};
+use crate::engine::{self, Confinement, Engine, EngineConfig, WorkerCommand};
 use crate::http::{self, AppState, PlanView};
 use crate::limits;
 use crate::metrics::Metrics;
@@ -66,6 +66,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         memory = %detected.memory_source,
         "slot plan"
     );
+    engine::spare_supervisor();
+    if let Some(warning) = args.ceiling_warning() {
+        tracing::warn!("{warning}");
+    }
     let metrics = Arc::new(Metrics::new(&plan, &detected));
     let office = Office::new(args.office(), args.job_deadline(), metrics.office.clone())?;
     let office_status = office.status();
@@ -85,14 +89,18 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             queue_depth: args.queue_depth.max(1),
             job_deadline: args.job_deadline(),
             recycle_after_jobs: args.recycle_after_jobs.max(1),
-            memory_per_slot: args.memory_per_slot,
+            recycle_rss: args.recycle_rss(),
             poison_ttl: Duration::from_millis(args.poison_ttl_ms),
+            cancel_grace: Duration::from_millis(args.cancel_grace_ms),
             stop_grace: Duration::from_secs(5),
             worker: WorkerCommand {
                 exe,
                 args: WorkerArgs::command_line(args.op_limits()),
                 ready_timeout: Duration::from_secs(30),
-                nice: args.worker_nice,
+                confinement: Confinement {
+                    nice: args.worker_nice,
+                    memory_ceiling: args.memory_ceiling(),
+                },
             },
         },
         metrics.clone(),

@@ -51,8 +51,16 @@ pub enum JobError {
     /// The worker died during the job.
     #[error("the worker crashed while processing the document ({detail})")]
     WorkerCrashed { detail: String },
+    /// The document made its worker exceed the worker's memory ceiling.
+    #[error(
+        "the document needs more memory than a worker may use ({} MiB); its worker was replaced",
+        ceiling_bytes >> 20
+    )]
+    MemoryLimitExceeded { ceiling_bytes: u64 },
     /// The document crashed a worker recently.
-    #[error("this document crashed a worker and is refused for another {remaining_secs} s")]
+    #[error(
+        "this document crashed or exhausted a worker and is refused for another {remaining_secs} s"
+    )]
     Quarantined { remaining_secs: u64 },
 }
 
@@ -65,6 +73,7 @@ impl JobError {
             JobError::Draining => "shutting_down",
             JobError::DeadlineExceeded { .. } => "deadline_exceeded",
             JobError::WorkerCrashed { .. } => "worker_crashed",
+            JobError::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
             JobError::Quarantined { .. } => "document_quarantined",
         }
     }
@@ -76,7 +85,7 @@ impl JobError {
             JobError::QueueFull { .. } | JobError::Draining => 503,
             JobError::DeadlineExceeded { .. } => 504,
             JobError::WorkerCrashed { .. } => 502,
-            JobError::Quarantined { .. } => 422,
+            JobError::MemoryLimitExceeded { .. } | JobError::Quarantined { .. } => 422,
         }
     }
 

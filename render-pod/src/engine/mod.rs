@@ -4,6 +4,8 @@
 //! worker`) with its own PDFium, fed over pipes. Nothing here runs PDFium in this process: the
 //! async front only queues, waits and answers.
 
+mod confine;
+mod fatal;
 mod job;
 mod poison;
 mod policy;
@@ -11,6 +13,7 @@ mod process;
 mod procfs;
 mod protocol;
 mod slot;
+mod verdict;
 pub mod worker;
 
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use tokio::task::JoinHandle;
 use crate::metrics::Metrics;
 use crate::ops::{DocHash, OpOutput};
 
+pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
 pub use job::{JobError, Task};
 pub use policy::{MovingAverage, entropy, retry_after_secs};
 pub use process::WorkerCommand;
@@ -41,9 +45,12 @@ pub struct EngineConfig {
     /// Jobs after which a worker is replaced (plus up to 10% jitter).
     pub recycle_after_jobs: u64,
     /// Resident memory above which a worker is replaced after its job.
-    pub memory_per_slot: u64,
+    pub recycle_rss: u64,
     /// How long a document that crashed a worker is refused.
     pub poison_ttl: Duration,
+    /// How long a running job whose client went away may still finish before its worker is
+    /// killed and replaced.
+    pub cancel_grace: Duration,
     /// How long a worker gets to exit after its stdin closes.
     pub stop_grace: Duration,
     /// How to start a worker.
@@ -97,6 +104,8 @@ pub struct EngineStatus {
     pub queued: usize,
     /// Queue capacity.
     pub queue_depth: usize,
+    /// Each worker's hard memory ceiling (`RLIMIT_DATA`), if any.
+    pub memory_ceiling_bytes: Option<u64>,
     /// Each slot.
     pub workers: Vec<WorkerView>,
 }
@@ -116,7 +125,7 @@ impl Engine {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let slots = (0..config.slots).map(|_| SlotStatus::default()).collect();
         let shared = Arc::new(Shared {
-            poison: poison::PoisonList::new(config.poison_ttl),
+            poison: poison::PoisonList::new(config.poison_ttl, poison::CAPACITY),
             config,
             metrics,
             queue: Mutex::new(receiver),
@@ -273,6 +282,7 @@ impl Engine {
             busy: count(&|w| w.busy),
             queued: self.queued(),
             queue_depth: self.shared.config.queue_depth,
+            memory_ceiling_bytes: self.shared.config.worker.confinement.memory_ceiling,
             workers,
         }
     }
@@ -318,14 +328,15 @@ mod tests {
             queue_depth,
             job_deadline: deadline,
             recycle_after_jobs: 10,
-            memory_per_slot: 1 << 29,
+            recycle_rss: 1 << 29,
             poison_ttl: Duration::from_secs(60),
+            cancel_grace: Duration::from_millis(100),
             stop_grace: Duration::from_millis(100),
             worker: WorkerCommand {
                 exe: "/nonexistent/render-pod".into(),
                 args: Vec::new(),
                 ready_timeout: Duration::from_millis(100),
-                nice: 0,
+                confinement: Confinement { nice: 0, memory_ceiling: None },
             },
         };
         Engine::start(config, Arc::new(Metrics::new(&plan, &limits)))
@@ -363,7 +374,7 @@ mod tests {
     #[tokio::test]
     async fn quarantined_documents_are_refused_before_queueing() {
         let engine = stalled_engine(4, Duration::from_secs(5));
-        engine.shared.poison.add(DocHash::of(b"crasher"), Instant::now());
+        engine.shared.poison.convict(DocHash::of(b"crasher"), Instant::now());
         let err = engine.run(task(b"crasher"), Instant::now()).await.unwrap_err();
         assert!(matches!(err, JobError::Quarantined { .. }), "{err:?}");
         assert_eq!(engine.status().queued, 0);

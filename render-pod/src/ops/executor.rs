@@ -47,8 +47,8 @@ impl Executor {
             Op::Info => info::document_info(self.cache.get(doc)?).map(OpOutput::Info),
             Op::Extract { pages, max_chars } => {
                 let document = self.cache.get(doc)?;
-                let selected = selected_pages(document, pages.as_ref(), limits)?;
-                extract::extract_text(document, &selected, *max_chars).map(OpOutput::Text)
+                let (selected, cut) = selected_pages(document, pages.as_ref(), limits)?;
+                extract::extract_text(document, &selected, *max_chars, cut).map(OpOutput::Text)
             }
             Op::Render { page, size, format } => {
                 let document = self.cache.get(doc)?;
@@ -94,21 +94,24 @@ fn check_page_budget(requested: u64, limits: OpLimits) -> Result<(), OpError> {
     Ok(())
 }
 
-/// The 1-based pages an extract covers: the selection, or the whole document.
+/// The 1-based pages an extract covers, and whether pages were left out: a named selection
+/// (refused past the page budget: the client asked for exactly those), or else the whole
+/// document up to the budget. Text extraction runs on every upload, so a long manual gets its
+/// first pages and `truncated` rather than an error.
 fn selected_pages(
     doc: &PdfDocument,
     selection: Option<&PageSelection>,
     limits: OpLimits,
-) -> Result<Vec<u32>, OpError> {
+) -> Result<(Vec<u32>, bool), OpError> {
     let page_count = super::page_count(doc);
-    let all;
-    let selection = match selection {
-        Some(selection) => selection,
-        None => {
-            all = PageSelection::all(page_count);
-            &all
+    match selection {
+        Some(selection) => {
+            check_page_budget(selection.count(), limits)?;
+            Ok((selection.resolve(page_count)?, false))
         }
-    };
-    check_page_budget(selection.count(), limits)?;
-    selection.resolve(page_count)
+        None => {
+            let kept = page_count.min(limits.max_pages);
+            Ok(((1..=kept).collect(), kept < page_count))
+        }
+    }
 }

@@ -73,8 +73,11 @@ pub struct PageInfo {
 pub struct ExtractOutput {
     /// One entry per page extracted, ascending.
     pub pages: Vec<PageText>,
-    /// True when `max_chars` cut the text short.
+    /// True when `max_chars` cut the text short, or when no range was named and the document
+    /// has more pages than one job may touch (then only the first `max_pages` are extracted).
     pub truncated: bool,
+    /// The document's page count, so a truncated answer says how much it left out.
+    pub page_count: u32,
 }
 
 /// Text of one page.
