@@ -3,7 +3,8 @@
 # kubectl, kwok, helm) and Gotenberg (its LibreOffice-only command, with pdfcpu) from the pinned
 # wrapper modules beside this script. Binaries are cached outside the checkout, keyed by tool
 # version and go.sum hash, so a warm run only checks stamps.
-# Prints the bin directory on the last line of stdout.
+# Prints the bin directory on the last line of stdout. Wrapper names as arguments build only
+# those (images/build.sh asks for gotenberg alone).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
@@ -23,8 +24,12 @@ stamp() {
 bin="$cache/bin"
 mkdir -p "$bin"
 
+only=" $* "
+wanted() { [ "$only" = "  " ] || [[ $only == *" $1 "* ]]; }
+
 build() { # build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3; shift 3
+  wanted "$wrapper" || return 0
   local dest
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" "$@")"
   if [ ! -f "$dest/.complete" ]; then
@@ -75,6 +80,7 @@ gotenberg_version=$(module_version gotenberg github.com/gotenberg/gotenberg/v8)
 build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
   github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
+wanted kwok || { echo "$bin"; exit 0; }
 kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
   pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
