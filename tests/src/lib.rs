@@ -1,8 +1,11 @@
-//! End-to-end test support: the local Kubernetes control plane and helpers shared by the tests.
+//! End-to-end test support: the local Kubernetes control plane, the image archives and their
+//! runc containers, and helpers shared by the tests.
 
 pub mod cluster;
+pub mod oci;
 pub mod operator;
 mod process;
+pub mod runc;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
