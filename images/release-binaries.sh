@@ -34,9 +34,13 @@ flags=("${maps[@]/#/--remap-path-prefix=}")
 CARGO_ENCODED_RUSTFLAGS=$(IFS=$'\x1f'; echo "${flags[*]}")
 # C and assembly that build scripts compile (ring, blake3) get the same maps.
 CFLAGS="${maps[*]/#/-ffile-prefix-map=}"
-export CARGO_ENCODED_RUSTFLAGS CFLAGS CXXFLAGS=$CFLAGS
-# cc-built crates rebuild when SOURCE_DATE_EPOCH changes; the binaries hold no time, so none.
-unset RUSTFLAGS SOURCE_DATE_EPOCH
-(cd "$src" && CARGO_TARGET_DIR="$target" cargo build --release --locked --quiet \
-  -p render-pod -p renderpool-operator --bin render-pod --bin renderpool-operator >&2)
+CXXFLAGS=$CFLAGS
+# A clean environment: build scripts track variables (a cargo test's CARGO_* ones, say), and any
+# change would rebuild; only what finds the toolchain and the registry is passed.
+(cd "$src" && env -i PATH="$PATH" HOME="$HOME" CARGO_HOME="$cargo_home" \
+  ${RUSTUP_HOME:+RUSTUP_HOME="$RUSTUP_HOME"} ${RUSTUP_TOOLCHAIN:+RUSTUP_TOOLCHAIN="$RUSTUP_TOOLCHAIN"} \
+  LC_ALL=C CARGO_TARGET_DIR="$target" CARGO_ENCODED_RUSTFLAGS="$CARGO_ENCODED_RUSTFLAGS" \
+  CFLAGS="$CFLAGS" CXXFLAGS="$CXXFLAGS" \
+  cargo build --release --locked --quiet -p render-pod -p renderpool-operator \
+  --bin render-pod --bin renderpool-operator >&2)
 echo "$target/release"
