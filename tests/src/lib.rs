@@ -1,13 +1,15 @@
 //! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, the render pod
-//! as a process, and helpers shared by the tests.
+//! as a process, the image archives and their runc containers, and helpers shared by the tests.
 
 pub mod balancer;
 pub mod cluster;
 pub mod gotenberg;
 mod mounts;
+pub mod oci;
 pub mod operator;
 mod process;
 pub mod render_pod;
+pub mod runc;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
