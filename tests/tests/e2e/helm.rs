@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use renderpool_tests::cluster::{Cluster, run};
-use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
+use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE, RELEASE_NAMESPACE};
 use renderpool_tests::{repo_root, wait_for};
 
 fn chart() -> String {
@@ -188,6 +188,29 @@ async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
     ] {
         assert!(!can(&denied).starts_with("yes"), "should be denied: {denied:?}");
     }
+}
+
+#[tokio::test]
+async fn the_operators_two_replicas_spread_across_nodes_behind_a_pdb() {
+    ChartInstall::shared().await;
+    let cluster = Cluster::shared();
+    let selector =
+        format!("app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=renderpool-operator");
+    let nodes = run(cluster
+        .kubectl()
+        .args(["get", "pods", "-n", RELEASE_NAMESPACE, "-l", &selector])
+        .args(["-o", "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}"]))
+    .unwrap();
+    let mut nodes: Vec<&str> = nodes.lines().collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    nodes.dedup();
+    assert_eq!(nodes.len(), 2, "both operator pods on one node: {nodes:?}");
+    let pdb = run(cluster
+        .kubectl()
+        .args(["get", "pdb", RELEASE, "-n", RELEASE_NAMESPACE])
+        .args(["-o", "jsonpath={.spec.maxUnavailable} {.status.expectedPods}"]))
+    .unwrap();
+    assert_eq!(pdb, "1 2");
 }
 
 #[tokio::test]
