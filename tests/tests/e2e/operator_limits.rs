@@ -1,7 +1,8 @@
 //! Spec edge cases: figures that would overflow the sizing arithmetic, absurd CPU, zero or
 //! negative durations, an empty queue, a Gotenberg timeout past the job deadline. The API server
 //! refuses each with the CRD's message; what only the formula can judge becomes Degraded with a
-//! reason in status. The operator stays up through all of it and keeps reconciling.
+//! reason in status. The operator stays up through all of it and keeps reconciling. A write the
+//! API server refuses (here: a quota) is in status.lastError until a retry succeeds.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::ListParams;
 use renderpool_operator::crd::RenderPool;
+use renderpool_tests::cluster::run;
 use serde_json::json;
 
 use super::operator_support::{
@@ -96,4 +98,29 @@ async fn edge_case_specs_are_refused_up_front_or_degraded_and_nothing_breaks() {
     let status = pool.status.unwrap();
     assert_eq!(status.last_error, None);
     assert_eq!((status.slots_per_pod, status.ready_slots), (Some(1), Some(1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_api_server_refuses_is_in_status_until_it_succeeds() {
+    let (cluster, _operator) = setup().await;
+    let ns = cluster.namespace("op-refused").await;
+    let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, ns.name());
+    // A quota that admits no Deployment: the API server answers the apply 403 Forbidden.
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "none"},
+                       "spec": {"hard": {"count/deployments.apps": "0"}}});
+    kubectl_apply(cluster, ns.name(), &quota.to_string()).unwrap();
+    kubectl_apply(cluster, ns.name(), &pool_manifest("quota", base())).unwrap();
+    let pool = wait_pool(&pools, "quota", Duration::from_secs(60), |p| {
+        p.status.as_ref().is_some_and(|s| s.last_error.is_some())
+    })
+    .await;
+    let last = pool.status.unwrap().last_error.unwrap();
+    assert_eq!(last.reason, "Forbidden");
+    assert!(last.message.starts_with("apply Deployment"), "{}", last.message);
+    assert!(last.message.contains("exceeded quota"), "{}", last.message);
+
+    // Lifted: the retry succeeds and the error leaves the status.
+    run(cluster.kubectl().args(["delete", "resourcequota", "none", "-n", ns.name()])).unwrap();
+    let pool = wait_pool(&pools, "quota", Duration::from_secs(90), is_settled).await;
+    assert_eq!(pool.status.unwrap().last_error, None);
 }
