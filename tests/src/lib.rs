@@ -41,6 +41,21 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// Path of a workspace binary built with the release profile (`target/release/<name>`), whatever
+/// profile the running test or benchmark was built with; a missing one is a set-up error.
+pub fn release_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<bench>-<hash> -> target/release/<name>
+    let target = exe.ancestors().nth(3).map(PathBuf::from).unwrap_or_default();
+    let path = target.join("release").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release --bin {name}` first",
+        path.display()
+    );
+    path
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
