@@ -46,7 +46,8 @@ fn fresh_docx() -> Vec<u8> {
 /// Gotenberg as the operator would run it, with `queue_size` (1: a busy instance answers 429).
 async fn gotenberg(queue_size: u32) -> Gotenberg {
     let spec: RenderPoolSpec = serde_json::from_value(serde_json::json!({
-        "gotenberg": { "queueSize": queue_size, "timeoutSeconds": 120, "restartAfter": 0 }
+        "jobDeadlineMs": 120_000,
+        "gotenberg": { "queueSize": queue_size, "restartAfter": 0 }
     }))
     .unwrap();
     let plan = validate(&spec).unwrap().gotenberg.unwrap();

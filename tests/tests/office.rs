@@ -36,17 +36,17 @@ fn doc(name: &str) -> Vec<u8> {
     std::fs::read(corpus_dir().join(name)).unwrap_or_else(|err| panic!("corpus file {name}: {err}"))
 }
 
-/// The operator's Gotenberg arguments for a pool whose `gotenberg` section is `gotenberg`.
-fn operator_args(gotenberg: serde_json::Value) -> Vec<String> {
-    let spec: RenderPoolSpec =
-        serde_json::from_value(serde_json::json!({ "gotenberg": gotenberg })).unwrap();
+/// The operator's Gotenberg arguments for a pool with this spec.
+fn operator_args(spec: serde_json::Value) -> Vec<String> {
+    let spec: RenderPoolSpec = serde_json::from_value(spec).unwrap();
     let plan = validate(&spec).unwrap().gotenberg.expect("the pool has a Gotenberg");
     gotenberg_args(&spec.gotenberg, &plan)
 }
 
 async fn gotenberg(queue_size: u32) -> Gotenberg {
+    // A 60 s job deadline: Gotenberg's timeout follows it.
     Gotenberg::start(&operator_args(
-        serde_json::json!({ "queueSize": queue_size, "timeoutSeconds": 60 }),
+        serde_json::json!({ "jobDeadlineMs": 60_000, "gotenberg": { "queueSize": queue_size } }),
     ))
     .await
 }
