@@ -43,6 +43,15 @@ impl Timing {
         Self { arrived, deadline, client_deadline }
     }
 
+    /// The timing of a further job of the same request, queued `now` with a service deadline of
+    /// its own (a streamed filmstrip's pages: each is sent as it finishes, so each is a job in
+    /// its own right), still bounded by the client's deadline.
+    pub fn next_job(&self, now: Instant, job_deadline: Duration) -> Self {
+        let deadline = now + job_deadline;
+        let client_deadline = self.client_deadline.filter(|client| *client < deadline);
+        Self { arrived: now, deadline, client_deadline }
+    }
+
     /// The earlier of the two deadlines.
     pub fn effective(&self) -> Instant {
         self.client_deadline.unwrap_or(self.deadline)
@@ -160,5 +169,11 @@ mod tests {
         assert_eq!(none.effective(), now + service);
         // An absurd timeout saturates instead of overflowing.
         assert_eq!(Timing::new(now, service, Some(Duration::MAX)).client_deadline, None);
+        // A further job gets the service's deadline anew, the client's as it was.
+        let later_now = now + Duration::from_secs(20);
+        let next = t.next_job(later_now, service);
+        assert_eq!((next.arrived, next.deadline), (later_now, later_now + service));
+        assert_eq!(next.client_deadline, t.client_deadline);
+        assert_eq!(none.next_job(later_now, service).effective(), later_now + service);
     }
 }

@@ -149,6 +149,12 @@ impl Engine {
         Timing::new(arrived, self.shared.config.job_deadline, client_timeout)
     }
 
+    /// The timing of a further job of a request timed `timing`, queued now with a deadline of
+    /// its own (see [`Timing::next_job`]).
+    pub fn next_job(&self, timing: &Timing) -> Timing {
+        timing.next_job(Instant::now(), self.shared.config.job_deadline)
+    }
+
     /// Slots: how many page tasks of one request are worth having in flight at once.
     pub fn slots(&self) -> usize {
         usize::try_from(self.shared.config.slots).unwrap_or(1).max(1)

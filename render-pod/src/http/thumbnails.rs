@@ -4,7 +4,9 @@
 //!
 //! The document is measured first (page count and the selection's pixels, from the page tree,
 //! without loading a page); the JSON form, held whole until sent, is refused up front past
-//! `--thumbnail-max-pixels`. Both forms hold at most one page per slot in flight.
+//! `--thumbnail-max-pixels`. Both forms hold at most one page per slot in flight. The JSON
+//! form is done within the request's deadline; each streamed page within a job deadline of its
+//! own (and the client's `Request-Timeout`), so a long strip is not cut off for its length.
 
 use std::sync::Arc;
 
@@ -108,7 +110,12 @@ pub async fn thumbnails(
     let doc = Arc::new(doc);
     let renders = futures::stream::iter(pages).map(move |page| {
         let (engine, task) = (engine.clone(), doc.task(Op::Render { page, size, format }));
-        async move { (page, engine.run_admitted(task, timing).await) }
+        async move {
+            // A streamed page is sent as it finishes, so each has the job deadline to itself
+            // (from its turn); the JSON answer is one, within the request's deadline.
+            let timing = if streaming { engine.next_job(&timing) } else { timing };
+            (page, engine.run_admitted(task, timing).await)
+        }
     });
     let page_count = HeaderValue::from(measured.page_count);
     if streaming {
