@@ -6,35 +6,15 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::raw::{ms, percentile};
 use common::{Server, bombs, doc, raw};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const MIB: u64 = 1 << 20;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// `GET /healthz` on a fresh connection, as a kubelet probes: the time to the whole answer.
-fn probe(addr: &str) -> Duration {
-    use std::io::{Read, Write};
-    let start = Instant::now();
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
-    start.elapsed()
-}
 
 /// The sum of `renderpod_jobs` (every op and outcome).
 async fn jobs(server: &Server, needles: &[&str]) -> f64 {
@@ -50,18 +30,7 @@ async fn an_upload_flood_is_refused_before_it_is_sent_and_the_front_stays_in_bud
     assert_eq!(server.metric("renderpod_upload_budget_bytes", &[]).await, (32 * MIB) as f64);
     let body = Arc::new(bombs::padded_page(4_700_000));
     let addr = raw::addr(&server.base);
-    let stop = Arc::new(AtomicBool::new(false));
-    let prober = {
-        let (addr, stop) = (addr.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut latencies = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                latencies.push(probe(&addr));
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            latencies
-        })
-    };
+    let prober = raw::Prober::start(&addr, Duration::from_millis(5));
     let (mut admitted, mut refused, mut refusal_times) = (0, 0, Vec::new());
     let mut by_code = std::collections::BTreeMap::<String, u32>::new();
     for _wave in 0..3 {
@@ -94,9 +63,7 @@ async fn an_upload_flood_is_refused_before_it_is_sent_and_the_front_stays_in_bud
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let mut latencies = prober.join().unwrap();
-    latencies.sort();
+    let latencies = prober.stop();
     refusal_times.sort();
     let peak = raw::peak_rss(server.pid());
     println!(

@@ -3,6 +3,8 @@
 //! stall, request heads that never finish, connections the server closes.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -131,4 +133,65 @@ pub fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// `GET /healthz` on a fresh connection, as a kubelet probes: the time from connecting to the
+/// whole answer, which must be a 200.
+pub fn probe(addr: &str) -> Duration {
+    use std::io::{Read, Write};
+    let start = Instant::now();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "healthz answered {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    elapsed
+}
+
+/// The `p` quantile (0..=1) of `sorted`, nearest rank.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// `d` in milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// [`probe`] from an OS thread of its own (as a kubelet probes from outside the pod), with a
+/// pause of `every` between probes, until stopped.
+pub struct Prober {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Duration>>,
+}
+
+impl Prober {
+    /// Starts probing `addr`.
+    pub fn start(addr: &str, every: Duration) -> Self {
+        let (addr, stop) = (addr.to_string(), Arc::new(AtomicBool::new(false)));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut latencies = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                latencies.push(probe(&addr));
+                std::thread::sleep(every);
+            }
+            latencies
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops probing; the latencies, sorted.
+    pub fn stop(self) -> Vec<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut latencies = self.thread.join().unwrap();
+        latencies.sort();
+        latencies
+    }
 }
