@@ -4,20 +4,26 @@
 #   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH (needs cargo, python3 with pip)
 #   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
 #                                             plane, the real node and Gotenberg; needs go)
-#                                             after installing LibreOffice, and
-#                                             RENDERPOOL_CORPUS (the test documents)
+#                                             after installing LibreOffice, RENDERPOOL_CORPUS
+#                                             (the test documents) and what --images gives
 #   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
 #                                             Gotenberg only (scripts/run.sh --office; needs go)
+#   eval "$(scripts/setup.sh --images)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_IMAGES (OCI image
+#                                             archives, images/build.sh; needs go)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
 office=false
-[ "${1:-}" = "--cluster" ] && cluster=true
-[ "${1:-}" = "--office" ] && office=true
+images=false
+case ${1:-} in
+  --cluster) cluster=true images=true ;;
+  --office) office=true ;;
+  --images) images=true ;;
+esac
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.89)" >&2; exit 1; }
-if $cluster || $office; then
-  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests and for Office (Go >= 1.26)" >&2; exit 1; }
+if $cluster || $office || $images; then
+  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests, Office and the images (Go >= 1.26)" >&2; exit 1; }
 fi
 # Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
 # the PDFium wheel; the tests also make certificates with openssl.
@@ -33,6 +39,12 @@ if $cluster; then
   done
   # The real-node tests' pods run the host's static busybox (Debian's dynamic one needs a libc).
   dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+fi
+# Image assembly (umoci, mmdebstrap, jq) and the image tests' runtime (runc).
+if $images; then
+  for tool in umoci mmdebstrap runc jq; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+  done
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
@@ -52,4 +64,8 @@ fi
 if $cluster; then
   corpus=$("$root/scripts/fetch-corpus.sh" | tail -n 1)
   echo "export RENDERPOOL_CORPUS='$corpus'"
+fi
+if $images; then
+  images_dir=$("$root/images/build.sh" | tail -n 1)
+  echo "export RENDERPOOL_IMAGES='$images_dir'"
 fi

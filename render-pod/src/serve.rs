@@ -1,5 +1,6 @@
 //! `render-pod serve`: size the slots, start the engine and the HTTP front, drain on SIGTERM.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,9 +147,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         thumbnails: args.thumbnail_limits(),
         engine_version,
     });
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Listen { addr: args.listen, source })?;
+    let listener = bind(args.listen).await?;
     let local = listener.local_addr().map_err(ServeError::Server)?;
     tracing::info!(listen = %local, "listening");
 
@@ -180,4 +179,46 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     engine.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Binds `addr`. The IPv6 wildcard (`[::]`, every interface of both families) becomes `0.0.0.0`
+/// on the same port where the kernel has no IPv6, with a log line saying so.
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    let listen = |addr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Listen { addr, source })
+    };
+    match listen(addr).await {
+        Err(ServeError::Listen { source, .. }) if lacks_ipv6(addr, &source) => {
+            let v4 = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port());
+            tracing::warn!(%addr, fallback = %v4, error = %source, "no IPv6 here; listening on IPv4 only");
+            listen(v4).await
+        }
+        bound => bound,
+    }
+}
+
+/// True when binding the IPv6 wildcard failed because the kernel has no IPv6 (EAFNOSUPPORT) or
+/// has it turned off (EADDRNOTAVAIL).
+fn lacks_ipv6(addr: SocketAddr, err: &std::io::Error) -> bool {
+    let any_v6 = addr.is_ipv6() && addr.ip().is_unspecified();
+    any_v6 && matches!(err.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn only_the_ipv6_wildcard_falls_back_and_only_without_ipv6() {
+        let any: SocketAddr = "[::]:8080".parse().unwrap();
+        let err = std::io::Error::from_raw_os_error;
+        assert!(lacks_ipv6(any, &err(libc::EAFNOSUPPORT)));
+        assert!(lacks_ipv6(any, &err(libc::EADDRNOTAVAIL)));
+        assert!(!lacks_ipv6(any, &err(libc::EADDRINUSE)), "a port in use is a real error");
+        assert!(!lacks_ipv6("[::1]:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
+        assert!(!lacks_ipv6("127.0.0.1:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
+    }
 }

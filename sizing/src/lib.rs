@@ -8,7 +8,7 @@ mod office;
 mod quantity;
 mod slots;
 
-pub use office::{chromium_max_concurrency, office_conversions_per_pod};
+pub use office::office_conversions_per_pod;
 pub use quantity::{QuantityError, parse_cpu_millis, parse_memory_bytes};
 pub use slots::{
     DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, Limits, SizingError, SlotPlan,

@@ -64,6 +64,9 @@ pub enum SizingError {
     /// A zero memory-per-slot or a zero override makes no sense.
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
+    /// The figures add up past what the arithmetic can hold (a memory per slot of 16 EiB).
+    #[error("{0} is too large to size slots from")]
+    TooLarge(&'static str),
 }
 
 /// Derives the slot count: `max(1, min(floor(cpu), floor((mem - overhead) / per_slot)))`.
@@ -78,7 +81,10 @@ pub fn plan_slots(limits: Limits, policy: SlotPolicy) -> Result<SlotPlan, Sizing
     if policy.override_slots == Some(0) {
         return Err(SizingError::Zero("slot override"));
     }
-    let needed = policy.supervisor_overhead + policy.memory_per_slot;
+    let needed = policy
+        .supervisor_overhead
+        .checked_add(policy.memory_per_slot)
+        .ok_or(SizingError::TooLarge("supervisor overhead plus memory per slot"))?;
     if limits.memory_bytes < needed {
         return Err(SizingError::MemoryTooSmall {
             limit_mib: limits.memory_bytes / MIB,
@@ -184,6 +190,31 @@ mod tests {
         assert_eq!(plan.slots, 6);
         assert!(plan.overridden);
         assert!(plan.reason.contains("limits would give 2"), "{}", plan.reason);
+    }
+
+    #[test]
+    fn extreme_figures_neither_panic_nor_wrap() {
+        let huge = SlotPolicy { memory_per_slot: u64::MAX, ..SlotPolicy::default() };
+        assert_eq!(
+            plan_slots(limits(2000, u64::MAX), huge),
+            Err(SizingError::TooLarge("supervisor overhead plus memory per slot"))
+        );
+        let overhead = SlotPolicy { supervisor_overhead: u64::MAX, ..SlotPolicy::default() };
+        assert!(matches!(
+            plan_slots(limits(2000, 4 * GIB), overhead),
+            Err(SizingError::TooLarge(_))
+        ));
+        // Millions of cores and exabytes: the counts saturate at u32::MAX instead of wrapping.
+        let plan = plan_slots(limits(u64::MAX, u64::MAX), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.cpu_slots, plan.memory_slots, plan.slots), (u32::MAX, u32::MAX, u32::MAX));
+        let plan = plan_slots(limits(5_000_000_000, 4 * GIB), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.cpu_slots, plan.slots), (5_000_000, 7));
+        // A per-slot budget as large as the whole memory still leaves no room for the supervisor.
+        let whole = SlotPolicy { memory_per_slot: 4 * GIB, ..SlotPolicy::default() };
+        assert!(matches!(
+            plan_slots(limits(2000, 4 * GIB), whole),
+            Err(SizingError::MemoryTooSmall { needed_mib: 4224, .. })
+        ));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, the render pod
-//! as a process, and helpers shared by the tests.
+//! as a process, the image archives and their runc containers, and helpers shared by the tests.
 
 pub mod balancer;
 pub mod cluster;
 pub mod gotenberg;
 mod mounts;
+pub mod oci;
 pub mod operator;
 mod process;
 pub mod render_pod;
+pub mod runc;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -34,6 +36,21 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// Path of a workspace binary built with the release profile (`target/release/<name>`), whatever
+/// profile the running test or benchmark was built with; a missing one is a set-up error.
+pub fn release_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<bench>-<hash> -> target/release/<name>
+    let target = exe.ancestors().nth(3).map(PathBuf::from).unwrap_or_default();
+    let path = target.join("release").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release --bin {name}` first",
         path.display()
     );
     path

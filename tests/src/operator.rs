@@ -1,12 +1,15 @@
 //! The operator as a cluster would run it: the Helm chart installed (CRD, ServiceAccount,
-//! least-privilege RBAC), and the operator binary running as a local process with a token
-//! minted for the chart's own ServiceAccount, so its rights are exactly the chart's.
+//! least-privilege RBAC, cluster-wide or namespace-scoped), and the operator binary running as a
+//! local process with a token minted for the chart's own ServiceAccount, so its rights are
+//! exactly the chart's.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::sync::OnceCell;
 
 use crate::cluster::{Cluster, run};
@@ -20,6 +23,8 @@ pub const RELEASE: &str = "renderpool-operator";
 /// The chart installed into the shared cluster, and a kubeconfig holding its ServiceAccount's token.
 pub struct ChartInstall {
     kubeconfig: PathBuf,
+    /// The namespaces a scoped install watches; empty for a cluster-wide one.
+    watch_namespaces: Vec<String>,
 }
 
 static INSTALL: OnceCell<ChartInstall> = OnceCell::const_new();
@@ -27,23 +32,31 @@ static SHARED: OnceCell<OperatorProcess> = OnceCell::const_new();
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
 impl ChartInstall {
-    /// Installs the chart once per test process and mints the ServiceAccount token.
+    /// Installs the chart cluster-wide once per test process and mints the ServiceAccount token.
     pub async fn shared() -> &'static ChartInstall {
-        INSTALL.get_or_init(|| async { Self::install().await }).await
+        INSTALL.get_or_init(|| async { Self::install(&[]).await }).await
     }
 
-    async fn install() -> ChartInstall {
+    /// Installs the chart watching only `namespaces` (which must exist), with Roles in each
+    /// instead of the ClusterRole. One install per cluster: the release owns the CRD.
+    pub async fn scoped(namespaces: &[&str]) -> ChartInstall {
+        Self::install(namespaces).await
+    }
+
+    async fn install(namespaces: &[&str]) -> ChartInstall {
         let cluster = Cluster::shared();
         // The chart's own operator pods need somewhere to be scheduled (kwok plays them).
         cluster.ensure_nodes("system", 2, "4", "8Gi").await;
         let chart = repo_root().join("charts/renderpool-operator");
-        run(cluster
-            .helm()
-            .args(["install", RELEASE])
+        let mut helm = cluster.helm();
+        helm.args(["install", RELEASE])
             .arg(&chart)
             .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace", "--wait"])
-            .args(["--timeout", "120s"]))
-        .unwrap_or_else(|err| panic!("helm install: {err}"));
+            .args(["--timeout", "120s"]);
+        if !namespaces.is_empty() {
+            helm.args(["--set", &format!("watchNamespaces={{{}}}", namespaces.join(","))]);
+        }
+        run(&mut helm).unwrap_or_else(|err| panic!("helm install: {err}"));
         run(cluster.kubectl().args([
             "wait",
             "--for=condition=Established",
@@ -60,7 +73,10 @@ impl ChartInstall {
             "--duration=6h",
         ]))
         .unwrap_or_else(|err| panic!("token for the chart's ServiceAccount: {err}"));
-        ChartInstall { kubeconfig: cluster.kubeconfig_for_token("operator-sa", token.trim()) }
+        ChartInstall {
+            kubeconfig: cluster.kubeconfig_for_token("operator-sa", token.trim()),
+            watch_namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        }
     }
 
     /// A kubeconfig that authenticates as the chart's ServiceAccount.
@@ -92,16 +108,23 @@ impl OperatorProcess {
 
     /// Starts another operator process competing for the same Lease.
     pub async fn start(install: &ChartInstall) -> OperatorProcess {
+        Self::start_binary(install, workspace_bin("renderpool-operator")).await
+    }
+
+    /// As [`Self::start`], running `binary` (e.g. a release build for a benchmark).
+    pub async fn start_binary(install: &ChartInstall, binary: PathBuf) -> OperatorProcess {
         let cluster = Cluster::shared();
         let identity = format!("test-operator-{}", STARTED.fetch_add(1, Ordering::Relaxed));
         let port = free_port();
         let log = cluster.state_dir().join(format!("{identity}.log"));
         let file =
             std::fs::File::create(&log).unwrap_or_else(|err| panic!("{identity} log: {err}"));
-        let mut command = Command::new(workspace_bin("renderpool-operator"));
+        let mut command = Command::new(binary);
         command
             .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--identity", &identity])
             .args(["--log-format", "text"])
+            // What the chart's Deployment passes in the same install mode.
+            .env("WATCH_NAMESPACES", install.watch_namespaces.join(","))
             .env("KUBECONFIG", &install.kubeconfig)
             .env("POD_NAMESPACE", RELEASE_NAMESPACE)
             .stdin(Stdio::null())
@@ -158,4 +181,35 @@ impl Drop for OperatorProcess {
     fn drop(&mut self) {
         process::signal(self.pid, libc::SIGTERM);
     }
+}
+
+/// resourceVersion of every object of the kinds a RenderPool owns (Deployments, Services,
+/// PodDisruptionBudgets, ConfigMaps, NetworkPolicies) in `namespace` that `list` selects, keyed
+/// `Kind/name`: two calls that return the same map saw nothing written in between.
+pub async fn child_versions(
+    client: &kube::Client,
+    namespace: &str,
+    list: &kube::api::ListParams,
+) -> BTreeMap<String, String> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let mut out = BTreeMap::new();
+    macro_rules! versions {
+        ($kind:ty) => {
+            let api = kube::Api::<$kind>::namespaced(client.clone(), namespace);
+            let objects = api.list(list).await.unwrap_or_else(|err| panic!("list: {err}"));
+            for o in objects {
+                let key = format!("{}/{}", stringify!($kind), o.name_any());
+                out.insert(key, o.resource_version().unwrap_or_default());
+            }
+        };
+    }
+    versions!(Deployment);
+    versions!(Service);
+    versions!(PodDisruptionBudget);
+    versions!(ConfigMap);
+    versions!(NetworkPolicy);
+    out
 }

@@ -1,11 +1,11 @@
-//! RenderPools of several sizings: the children carry the derived resources, env and flags, the
-//! scheduler places the pods on kwok nodes that fit them, and the status reaches Ready with the
-//! slot figures worked out by hand below.
+//! RenderPools of several sizings: the children carry the derived resources, env, flags and
+//! Office share, the scheduler places the pods on kwok nodes that fit them, and the status
+//! reaches Ready with the slot figures worked out by hand below.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 use renderpool_operator::crd::RenderPool;
@@ -53,7 +53,6 @@ fn cases() -> Vec<Case> {
             // 2 Gotenberg replicas over 3 render pods: max(1, 2 / 3) = 1 each.
             gotenberg_replicas: 2,
             office_per_pod: "1",
-            // 2500m -> 2 whole cores.
         },
         // cpu 1500m -> 1 (rounded down); memory (3072 - 128) / 256 = 11; one slot per pod.
         Case {
@@ -89,6 +88,7 @@ async fn sizings_become_children_with_derived_figures_and_ready_status() {
     let client = cluster.client().await;
     let pools: Api<RenderPool> = Api::namespaced(client.clone(), ns.name());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     for case in cases() {
         kubectl_apply(cluster, ns.name(), &pool_manifest(case.name, case.spec.clone())).unwrap();
     }
@@ -113,13 +113,16 @@ async fn sizings_become_children_with_derived_figures_and_ready_status() {
             (case.cpu, case.memory)
         );
         let env = container_env(&render);
-        assert_eq!(env["RENDERPOD_OFFICE_CONCURRENCY"], case.office_per_pod, "{}", case.name);
         assert_eq!(env["RENDERPOD_GOTENBERG_URL"], format!("http://{}-gotenberg:3000", case.name));
+        let share = config_maps.get(&format!("{}-office", case.name)).await.unwrap();
+        assert_eq!(share.data.unwrap()["concurrency"], case.office_per_pod, "{}", case.name);
 
         let gotenberg = deployments.get(&format!("{}-gotenberg", case.name)).await.unwrap();
         assert_eq!(gotenberg.spec.replicas, Some(case.gotenberg_replicas));
         let g = &gotenberg.spec.template.spec.as_ref().unwrap().containers[0];
         let args = g.args.clone().unwrap();
+        // The default job deadline, 30 s, is Gotenberg's timeout.
+        assert!(args.contains(&"--api-timeout=30s".to_string()), "{}: {args:?}", case.name);
         // The LibreOffice-only Gotenberg the tests run refuses any Chromium flag.
         assert!(!args.iter().any(|a| a.starts_with("--chromium")), "{}: {args:?}", case.name);
         assert!(g.resources.as_ref().unwrap().limits.is_some(), "gotenberg must be bounded");
