@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the render-pod benchmarks and prints their figures (nothing passes or fails on time).
 #   service:  the real service against in-process PDFium, /healthz under saturation,
-#             concurrent vs sequential extraction, peak RSS, the memory ceiling's cost, RSS
-#             under resource bombs, disconnect to free slot  (render-pod/benches/service.rs)
+#             concurrent vs sequential extraction, peak RSS, the memory ceiling's cost, the
+#             front limits' cost, RSS under resource bombs, disconnect to free slot
+#             (render-pod/benches/service.rs)
+#   front:    the issue's upload flood: supervisor peak RSS, time to a 503, /healthz during it
+#             (render-pod/benches/front.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
 #   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
 #             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 eval "$(scripts/setup.sh --office)"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in service encoding; do
+for bench in service front encoding; do
     echo
     echo "### cargo bench -p render-pod --bench $bench"
     cargo bench -p render-pod --bench "$bench" 2>&1 | grep -v '^\[server\]'

@@ -13,6 +13,8 @@
 //!    alternating between the two services.
 //! 6. Peak RSS of the supervisor and the workers while resource bombs run into the ceiling.
 //! 7. Time from a client's disconnect to its slot being free, and to a new worker being ready.
+//! 8. What the front's limits cost (upload budget, body rate and idle limits, header read
+//!    timeout): throughput with them against `--front-limits false`, rounds alternating.
 //!
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,7 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Server, bombs, doc};
+use common::raw::{percentile, probe};
+use common::{Server, bombs, doc, raw};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
 
 /// Pages of R-intro.pdf (a text manual) rendered per pass.
@@ -216,11 +219,6 @@ async fn service_throughput(
     total as f64 / start.elapsed().as_secs_f64()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
-}
-
 /// `/healthz` latencies while clients keep every slot busy and the queue full.
 async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) {
     let heavy = Arc::new(doc("pdf/gnuplot.pdf"));
@@ -255,7 +253,15 @@ async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) 
     // The prober runs on its own OS thread, as the kubelet does from outside the pod: latency
     // is the service's, not the load generator's runtime queueing the probe behind its uploads.
     let addr = server.base.trim_start_matches("http://").to_string();
-    let prober = std::thread::spawn(move || (0..1000).map(|_| probe(&addr)).collect::<Vec<_>>());
+    let prober = std::thread::spawn(move || {
+        (0..1000)
+            .map(|_| {
+                let latency = probe(&addr);
+                std::thread::sleep(Duration::from_millis(2));
+                latency
+            })
+            .collect::<Vec<_>>()
+    });
     let mut full_samples = 0u32;
     while !prober.is_finished() {
         let engine = server.readyz().await["engine"].clone();
@@ -272,26 +278,6 @@ async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) 
     }
     latencies.sort();
     (latencies, f64::from(full_checks) / f64::from(full_samples.max(1)))
-}
-
-/// One kubelet-style probe: a fresh connection, `GET /healthz`, the whole answer read; then a
-/// 2 ms pause. Returns the time from connect to the last byte.
-fn probe(addr: &str) -> Duration {
-    use std::io::{Read, Write};
-    let start = Instant::now();
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_nodelay(true).unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        answer.starts_with(b"HTTP/1.1 200"),
-        "healthz answered {:?}",
-        String::from_utf8_lossy(&answer)
-    );
-    std::thread::sleep(Duration::from_millis(2));
-    elapsed
 }
 
 async fn extract_six(server: &Arc<Server>, concurrent: bool) -> Duration {
@@ -322,9 +308,7 @@ async fn extract_six(server: &Arc<Server>, concurrent: bool) -> Duration {
 }
 
 fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
+    raw::peak_rss(pid) as f64 / f64::from(1 << 20)
 }
 
 /// Limit/service pairs per configuration. This VM's speed drifts by a fifth over seconds, so
@@ -413,7 +397,14 @@ fn main() {
         let without: Vec<&str> = flags.iter().copied().chain(["--memory-ceiling", "false"]).collect();
         let unlimited = Arc::new(Server::start(&without));
         unlimited.wait_ready().await;
-        ceiling_cost(&server, &unlimited, &bytes, 2 * slots as usize).await;
+        let title = "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run";
+        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
+        drop(unlimited);
+        let without: Vec<&str> = flags.iter().copied().chain(["--front-limits", "false"]).collect();
+        let unlimited = Arc::new(Server::start(&without));
+        unlimited.wait_ready().await;
+        let title = "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false";
+        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
         drop(unlimited);
 
         // The shape of a production pod: the client is elsewhere. On a 2-CPU machine, one
@@ -486,9 +477,10 @@ fn main() {
     });
 }
 
-/// Prints the median throughput ratio of the service with its memory ceiling (`with`) to the
-/// same service without it, over `ROUNDS` pairs.
-async fn ceiling_cost(
+/// Prints the median throughput ratio of the service with a limit (`with`) to the same service
+/// without it, over `ROUNDS` pairs.
+async fn paired_cost(
+    title: &str,
     with: &Arc<Server>,
     without: &Arc<Server>,
     bytes: &Arc<Vec<u8>>,
@@ -508,7 +500,7 @@ async fn ceiling_cost(
         ratios.push(on / off);
     }
     ratios.sort_by(f64::total_cmp);
-    println!("memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run:");
+    println!("{title}:");
     println!(
         "  throughput ratio with / without: {:.3}  (target >= 0.97; rounds: {})",
         ratios[ratios.len() / 2],

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use renderpool_sizing::{DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, parse_memory_bytes};
 
+use crate::http::ThumbnailLimits;
+use crate::http::body::BodyLimits;
+use crate::http::budget::derived_budget;
+use crate::http::server::ConnectionLimits;
 use crate::office::OfficeConfig;
 use crate::ops::OpLimits;
 
@@ -57,6 +61,40 @@ pub struct ServeArgs {
     #[arg(long, env = "RENDERPOD_MAX_BODY_BYTES", value_parser = parse_memory_bytes,
           default_value_t = 100 << 20)]
     pub max_body_bytes: u64,
+    /// Bytes request bodies may hold in the supervisor at once, e.g. 32Mi; a body is reserved
+    /// before it is read, and past the budget answered 503 with Retry-After. Default:
+    /// --supervisor-overhead less 32Mi (the supervisor at rest) less --office-cache-bytes.
+    #[arg(long, env = "RENDERPOD_UPLOAD_BUDGET", value_parser = parse_memory_bytes)]
+    pub upload_budget: Option<u64>,
+    /// Milliseconds a request head gets to arrive, counted from the connection being ready for
+    /// one (so an idle keep-alive connection is closed after it too).
+    #[arg(long, env = "RENDERPOD_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+    /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
+    /// with 408 body_too_slow.
+    #[arg(long, env = "RENDERPOD_BODY_MIN_RATE", value_parser = parse_memory_bytes,
+          default_value_t = 32 << 10)]
+    pub body_min_rate: u64,
+    /// Milliseconds a body may go without a byte before it is cut off with 408 body_too_slow.
+    #[arg(long, env = "RENDERPOD_BODY_IDLE_TIMEOUT_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_idle_timeout_ms: u64,
+    /// Enforce the upload budget, the body rate and idle limits and the header read timeout.
+    /// `false` only for measuring what they cost.
+    #[arg(long, env = "RENDERPOD_FRONT_LIMITS", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub front_limits: bool,
+    /// Widest thumbnail, in pixels (`/v1/thumbnails?width=`).
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_WIDTH", default_value_t = 1200)]
+    pub thumbnail_max_width: u32,
+    /// Highest thumbnail resolution (`/v1/thumbnails?dpi=`).
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_DPI", default_value_t = 150.0)]
+    pub thumbnail_max_dpi: f32,
+    /// Most pixels of all pages of one JSON filmstrip (held whole until sent); past it the
+    /// request is refused up front with 422 output_too_large. The NDJSON form is exempt.
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_PIXELS", default_value_t = 16_000_000)]
+    pub thumbnail_max_pixels: u64,
     /// Jobs after which a worker is replaced (plus up to 10% jitter).
     #[arg(long, env = "RENDERPOD_RECYCLE_AFTER_JOBS", default_value_t = 500)]
     pub recycle_after_jobs: u64,
@@ -135,6 +173,64 @@ impl ServeArgs {
         }
     }
 
+    /// The front's byte budget for request bodies: `--upload-budget`, or derived from the
+    /// supervisor's share; unlimited with `--front-limits false`.
+    pub fn upload_budget(&self) -> Result<u64, UploadBudgetError> {
+        if !self.front_limits {
+            return Ok(u64::MAX);
+        }
+        match self.upload_budget {
+            Some(0) => Err(UploadBudgetError::Zero),
+            Some(budget) => Ok(budget),
+            None => derived_budget(self.supervisor_overhead, self.office_cache_bytes).ok_or(
+                UploadBudgetError::NothingLeft {
+                    supervisor_overhead: self.supervisor_overhead,
+                    office_cache_bytes: self.office_cache_bytes,
+                },
+            ),
+        }
+    }
+
+    /// How bodies must arrive: at most the budget (a body that can never fit is 413, not a 503
+    /// to retry forever), and within the rate and idle limits unless they are switched off.
+    pub fn body_limits(&self, upload_budget: u64) -> BodyLimits {
+        BodyLimits {
+            max_bytes: self.max_body_bytes.min(upload_budget),
+            min_rate: self.front_limits.then_some(self.body_min_rate).filter(|r| *r > 0),
+            idle: self.front_limits.then(|| Duration::from_millis(self.body_idle_timeout_ms)),
+        }
+    }
+
+    /// How connections are held.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: self
+                .front_limits
+                .then(|| Duration::from_millis(self.header_read_timeout_ms)),
+        }
+    }
+
+    /// Caps on filmstrips.
+    pub fn thumbnail_limits(&self) -> ThumbnailLimits {
+        ThumbnailLimits {
+            max_width: self.thumbnail_max_width,
+            max_dpi: self.thumbnail_max_dpi,
+            max_pixels: self.thumbnail_max_pixels,
+        }
+    }
+
+    /// A warning when `--max-body-bytes` is more than the upload budget can hold.
+    pub fn body_budget_warning(&self, upload_budget: u64) -> Option<String> {
+        (self.max_body_bytes > upload_budget).then(|| {
+            format!(
+                "--max-body-bytes {} MiB is more than the upload budget of {} MiB: larger bodies \
+                 get 413; raise --supervisor-overhead (or --upload-budget) to accept them",
+                self.max_body_bytes >> 20,
+                upload_budget >> 20
+            )
+        })
+    }
+
     /// Each worker's hard memory ceiling, unless switched off.
     pub fn memory_ceiling(&self) -> Option<u64> {
         self.memory_ceiling.then_some(self.memory_per_slot)
@@ -163,6 +259,21 @@ impl ServeArgs {
             )
         })
     }
+}
+
+/// Why no upload budget can be derived.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UploadBudgetError {
+    /// The supervisor's share leaves nothing for uploads.
+    #[error(
+        "--supervisor-overhead {} MiB leaves no upload budget after 32 MiB for the supervisor at rest and --office-cache-bytes {} MiB: raise the one, lower the other, or set --upload-budget",
+        supervisor_overhead >> 20,
+        office_cache_bytes >> 20
+    )]
+    NothingLeft { supervisor_overhead: u64, office_cache_bytes: u64 },
+    /// `--upload-budget 0` would refuse every document.
+    #[error("--upload-budget 0 would refuse every document")]
+    Zero,
 }
 
 /// Flags of the hidden `render-pod worker` subcommand (set by the supervisor).
@@ -220,6 +331,38 @@ mod tests {
         assert_eq!(args.ceiling_warning(), None);
         let off = serve(&["--memory-per-slot", "512Mi", "--memory-ceiling", "false"]);
         assert_eq!((off.memory_ceiling(), off.ceiling_warning()), (None, None));
+    }
+
+    #[test]
+    fn the_upload_budget_is_the_supervisors_share_less_its_rest_and_the_cache() {
+        let mib = 1u64 << 20;
+        let defaults = serve(&[]);
+        assert_eq!(defaults.upload_budget().unwrap(), 32 * mib);
+        // The default 100 MiB body cannot fit the default budget: 413 past 32 MiB, and a warning.
+        assert_eq!(defaults.body_limits(32 * mib).max_bytes, 32 * mib);
+        assert!(defaults.body_budget_warning(32 * mib).unwrap().contains("--supervisor-overhead"));
+        let roomy = serve(&["--supervisor-overhead", "256Mi", "--office-cache-bytes", "0"]);
+        assert_eq!(roomy.upload_budget().unwrap(), 224 * mib);
+        assert_eq!(roomy.body_limits(224 * mib).max_bytes, 100 * mib);
+        assert_eq!(roomy.body_budget_warning(224 * mib), None);
+        assert_eq!(serve(&["--upload-budget", "8Mi"]).upload_budget().unwrap(), 8 * mib);
+        assert!(matches!(
+            serve(&["--supervisor-overhead", "64Mi"]).upload_budget(),
+            Err(UploadBudgetError::NothingLeft { .. })
+        ));
+        assert_eq!(serve(&["--upload-budget", "0"]).upload_budget(), Err(UploadBudgetError::Zero));
+    }
+
+    #[test]
+    fn front_limits_false_lifts_the_budget_and_the_timeouts_only() {
+        let off = serve(&["--front-limits", "false"]);
+        assert_eq!(off.upload_budget().unwrap(), u64::MAX);
+        let limits = off.body_limits(u64::MAX);
+        assert_eq!((limits.max_bytes, limits.min_rate, limits.idle), (100 << 20, None, None));
+        assert_eq!(off.connection_limits().header_read_timeout, None);
+        let on = serve(&[]);
+        assert_eq!(on.connection_limits().header_read_timeout, Some(Duration::from_secs(10)));
+        assert_eq!(on.body_limits(1 << 30).min_rate, Some(32 << 10));
     }
 
     #[test]

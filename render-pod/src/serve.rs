@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
-use crate::config::{ServeArgs, WorkerArgs};
+use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
 use crate::engine::{self, Confinement, Engine, EngineConfig, WorkerCommand};
-use crate::http::{self, AppState, PlanView};
+use crate::http::budget::ByteBudget;
+use crate::http::etag::EngineVersion;
+use crate::http::{self, AppState, PlanView, Uploads};
 use crate::limits;
 use crate::metrics::Metrics;
 use crate::office::{Office, UrlError};
@@ -24,6 +26,12 @@ pub enum ServeError {
     /// The path of this binary (to start workers) is unknown.
     #[error("cannot find this executable to start workers: {0}")]
     CurrentExe(std::io::Error),
+    /// No upload budget can be had from the flags.
+    #[error(transparent)]
+    UploadBudget(#[from] UploadBudgetError),
+    /// The worker binary or PDFium could not be read to version the answers' ETags.
+    #[error("cannot read the worker binary or libpdfium to version the answers: {0}")]
+    EngineVersion(std::io::Error),
     /// Binding the listen address failed.
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: std::net::SocketAddr, source: std::io::Error },
@@ -57,6 +65,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         override_slots: args.slots,
     };
     let plan = plan_slots(detected.limits(), policy)?;
+    let upload_budget = args.upload_budget()?;
     tracing::info!(
         slots = plan.slots,
         cpu_slots = plan.cpu_slots,
@@ -68,10 +77,24 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         "slot plan"
     );
     engine::spare_supervisor();
-    if let Some(warning) = args.ceiling_warning() {
+    for warning in
+        [args.ceiling_warning(), args.body_budget_warning(upload_budget)].into_iter().flatten()
+    {
         tracing::warn!("{warning}");
     }
     let metrics = Arc::new(Metrics::new(&plan, &detected));
+    metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
+    let uploads = Uploads {
+        budget: ByteBudget::new(upload_budget, metrics.upload_reserved.clone()),
+        limits: args.body_limits(upload_budget),
+    };
+    tracing::info!(
+        upload_budget = upload_budget,
+        max_body_bytes = uploads.limits.max_bytes,
+        body_min_rate = ?uploads.limits.min_rate,
+        header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
+        "front limits"
+    );
     let office = Office::new(args.office(), args.job_deadline(), metrics.office.clone())?;
     let office_status = office.status();
     tracing::info!(
@@ -84,6 +107,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().map_err(ServeError::CurrentExe)?,
     };
+    // Hashed in pieces, once, before serving (a fraction of a second for a debug binary).
+    let engine_version =
+        tokio::task::block_in_place(|| EngineVersion::of_files(&[&exe, &pdfium], args.op_limits()))
+            .map_err(ServeError::EngineVersion)?;
     let engine = Arc::new(Engine::start(
         EngineConfig {
             slots: plan.slots,
@@ -116,26 +143,30 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         plan: PlanView::new(&plan, detected),
         max_body_bytes: args.max_body_bytes,
         max_pages: args.max_pages,
+        uploads,
+        thumbnails: args.thumbnail_limits(),
+        engine_version,
     });
     let listener = bind(args.listen).await?;
     let local = listener.local_addr().map_err(ServeError::Server)?;
     tracing::info!(listen = %local, "listening");
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        axum::serve(listener, http::router(state))
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .into_future(),
-    );
+    let server = tokio::spawn(http::server::serve(
+        listener,
+        http::router(state.clone()),
+        args.connection_limits(),
+        state.metrics.clone(),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
     let signal = signals.wait().await;
     drain::drain(&lifecycle, signal, Duration::from_millis(args.drain_delay_ms)).await;
     let _ = stop_tx.send(());
     let grace = Duration::from_millis(args.grace_period_ms);
     match tokio::time::timeout(grace, server).await {
-        Ok(Ok(Ok(()))) => tracing::info!("in-flight requests finished"),
-        Ok(Ok(Err(e))) => return Err(ServeError::Server(e)),
+        Ok(Ok(())) => tracing::info!("in-flight requests finished"),
         Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
         Err(_) => tracing::warn!(
             grace_ms = args.grace_period_ms,

@@ -157,18 +157,26 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
         &ALLOW_SLOW_RENDER,
     )));
     server.wait_ready().await;
-    // One running and two queued fill the pod.
+    // One running and two queued fill the pod. A request takes its queue place on arrival,
+    // before its body is read, so the first is let through to the slot before the others come
+    // (three at once would find two places and one refusal).
     let mut held = Vec::new();
-    for _ in 0..3 {
-        let server = server.clone();
-        held.push(tokio::spawn(async move {
-            server.post(SLOW_RENDER, doc("pdf/gnuplot.pdf")).await.status()
-        }));
-    }
-    let start = Instant::now();
-    while server.readyz().await["engine"]["queued"] != 2 {
-        assert!(start.elapsed() < Duration::from_secs(10), "queue never filled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for (count, (busy, queued)) in [(1, (1, 0)), (2, (1, 2))] {
+        for _ in 0..count {
+            let server = server.clone();
+            held.push(tokio::spawn(async move {
+                server.post(SLOW_RENDER, doc("pdf/gnuplot.pdf")).await.status()
+            }));
+        }
+        let start = Instant::now();
+        loop {
+            let engine = server.readyz().await["engine"].clone();
+            if engine["busy"] == busy && engine["queued"] == queued {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "queue never filled: {engine}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     let flood: Vec<_> = (0..20)
         .map(|_| {

@@ -75,6 +75,16 @@ impl MovingAverage {
     }
 }
 
+/// How long a job that arrives now waits for a slot: none while a slot is free for it, else the
+/// jobs ahead of it (and the ones running) worked off by every slot at the average job time.
+/// `ahead` counts queued and reserved places; `busy` the slots running a job.
+pub fn expected_wait(ahead: usize, busy: u32, slots: u32, average_job: Duration) -> Duration {
+    let slots = slots.max(1);
+    // Jobs that must finish before this one gets a slot.
+    let before = (ahead as u64 + u64::from(busy) + 1).saturating_sub(u64::from(slots));
+    average_job.mul_f64(before as f64 / f64::from(slots))
+}
+
 /// Seconds a rejected client should wait: the time the slots need to work off the queue at the
 /// average job time, within 1..=30.
 pub fn retry_after_secs(queued: usize, slots: u32, average_job: Duration) -> u64 {
@@ -118,6 +128,19 @@ mod tests {
         assert_eq!(average.get(), Duration::from_millis(800));
         average.record(Duration::from_millis(0));
         assert_eq!(average.get(), Duration::from_millis(700));
+    }
+
+    #[test]
+    fn expected_wait_is_zero_while_a_slot_is_free() {
+        let job = Duration::from_millis(400);
+        assert_eq!(expected_wait(0, 0, 2, job), Duration::ZERO);
+        assert_eq!(expected_wait(0, 1, 2, job), Duration::ZERO);
+        // Both slots busy: one of them must finish first.
+        assert_eq!(expected_wait(0, 2, 2, job), Duration::from_millis(200));
+        // Nine ahead and both busy: ten jobs to work off at two a time.
+        assert_eq!(expected_wait(9, 2, 2, job), Duration::from_millis(2000));
+        // No average yet: nothing is known, nothing is refused.
+        assert_eq!(expected_wait(50, 2, 2, Duration::ZERO), Duration::ZERO);
     }
 
     #[test]

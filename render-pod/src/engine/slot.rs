@@ -9,7 +9,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
-use super::job::{Job, JobError};
+use super::job::{Job, JobError, Timing};
 use super::policy::{self, Backoff, HEALTHY_LIFETIME};
 use super::process::{Reply, WorkerProcess};
 use super::protocol::{self, JobHeader, ProtocolError};
@@ -129,15 +129,15 @@ async fn run_job(
 ) -> Option<End> {
     let metrics = &shared.metrics;
     let now = Instant::now();
-    let Job { task, arrived, deadline, mut reply } = job;
+    let Job { task, timing, mut reply } = job;
     if reply.is_closed() {
         metrics.reject("client_gone");
         return None;
     }
-    if now >= deadline {
+    if now >= timing.effective() {
         metrics.reject("deadline_in_queue");
         let _ = reply
-            .send(Err(JobError::DeadlineExceeded { deadline: deadline - arrived, queued: true }));
+            .send(Err(JobError::DeadlineExceeded { deadline: timing.allowed(), queued: true }));
         return None;
     }
     if let Some(left) = shared.poison.remaining(&task.hash, now) {
@@ -146,7 +146,7 @@ async fn run_job(
         let _ = reply.send(Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1 }));
         return None;
     }
-    metrics.queue_wait.observe((now - arrived).as_secs_f64());
+    metrics.queue_wait.observe((now - timing.arrived).as_secs_f64());
     let op = op_name(&task.op);
     let same_document = worker.holds(&task.hash);
     let header = JobHeader {
@@ -167,7 +167,7 @@ async fn run_job(
     metrics.slot_state(Some("idle"), "busy");
     let started = Instant::now();
     let doc = (!same_document).then_some(&task.doc[..]);
-    let run = Run { header: &header, doc, hash: task.hash, deadline, arrived };
+    let run = Run { header: &header, doc, hash: task.hash, timing };
     let outcome = supervise(worker, run, shared.config.cancel_grace, &mut reply).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
@@ -185,6 +185,15 @@ async fn run_job(
         Outcome::Cancelled => {
             tracing::info!(pid = worker.pid(), op, "client gone mid-job; worker killed");
             (None, Some(End::Died("cancelled")), "cancelled")
+        }
+        Outcome::ClientDeadline => {
+            tracing::info!(
+                pid = worker.pid(),
+                op,
+                "client's deadline passed mid-job; worker killed"
+            );
+            let late = JobError::DeadlineExceeded { deadline: timing.allowed(), queued: false };
+            (Some(Err(late)), Some(End::Died("client_deadline")), "client_deadline")
         }
         Outcome::Died(ending) => {
             let verdict = verdict::judge(&ending, shared.config.worker.confinement.memory_ceiling);
@@ -219,8 +228,7 @@ struct Run<'a> {
     header: &'a [u8],
     doc: Option<&'a [u8]>,
     hash: DocHash,
-    deadline: Instant,
-    arrived: Instant,
+    timing: Timing,
 }
 
 /// How a job handed to a worker ended.
@@ -229,13 +237,17 @@ enum Outcome {
     Answered(Result<OpOutput, OpError>),
     /// The client left and the job outlasted the grace: the worker was killed.
     Cancelled,
+    /// The client's own deadline passed and the job outlasted the grace: the worker was killed
+    /// (the document is not to blame for a deadline it did not set).
+    ClientDeadline,
     /// The worker is gone, and this is how.
     Died(Ending),
 }
 
-/// Runs the job on the worker while watching its deadline and its client. A client that goes
-/// away leaves the job `grace` to finish (a worker that answers lives on); past that the worker
-/// is killed and replaced, because the rest of the job costs the slot more than a new worker.
+/// Runs the job on the worker while watching its deadlines and its client. A client that goes
+/// away, or whose own deadline passes, leaves the job `grace` to finish (a worker that answers
+/// lives on); past that the worker is killed and replaced, because the rest of the job costs the
+/// slot more than a new worker.
 async fn supervise(
     worker: &mut WorkerProcess,
     run: Run<'_>,
@@ -246,13 +258,23 @@ async fn supervise(
     let step = {
         let answer = worker.run(run.header, run.doc, run.hash);
         tokio::pin!(answer);
+        let client_deadline = async {
+            match run.timing.client_deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             answer = &mut answer => Step::Finished(answer),
-            () = tokio::time::sleep_until(run.deadline.into()) => Step::Deadline,
+            () = tokio::time::sleep_until(run.timing.deadline.into()) => Step::Deadline,
             () = reply.closed() => match tokio::time::timeout(grace, &mut answer).await {
                 Ok(answer) => Step::Finished(answer),
                 Err(_) => Step::Cancelled,
+            },
+            () = client_deadline => match tokio::time::timeout(grace, &mut answer).await {
+                Ok(answer) => Step::Finished(answer),
+                Err(_) => Step::ClientDeadline,
             },
         }
     };
@@ -272,12 +294,16 @@ async fn supervise(
         }
         Step::Deadline => {
             worker.kill().await;
-            let deadline = run.deadline - run.arrived;
+            let deadline = run.timing.deadline - run.timing.arrived;
             Outcome::Died(Ending::Deadline { ran: started.elapsed(), deadline })
         }
         Step::Cancelled => {
             worker.kill().await;
             Outcome::Cancelled
+        }
+        Step::ClientDeadline => {
+            worker.kill().await;
+            Outcome::ClientDeadline
         }
     }
 }
@@ -287,12 +313,14 @@ enum Step {
     Finished(Result<Reply, ProtocolError>),
     Deadline,
     Cancelled,
+    ClientDeadline,
 }
 
 /// The metrics label for an operation.
 fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Info => "info",
+        Op::Measure { .. } => "measure",
         Op::Extract { .. } => "extract",
         Op::Render { .. } => "render",
         Op::Watermark { .. } => "watermark",

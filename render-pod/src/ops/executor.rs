@@ -4,7 +4,7 @@ use pdfium_render::prelude::{PdfDocument, Pdfium};
 
 use super::cache::DocumentCache;
 use super::{
-    Document, Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, render, size,
+    Document, Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, measure, render, size,
     watermark,
 };
 
@@ -45,6 +45,19 @@ impl Executor {
         let limits = self.limits;
         match op {
             Op::Info => info::document_info(self.cache.get(doc)?).map(OpOutput::Info),
+            Op::Measure { pages, size } => {
+                let document = self.cache.get(doc)?;
+                let all;
+                let selection = match pages {
+                    Some(selection) => selection,
+                    None => {
+                        all = PageSelection::all(super::page_count(document));
+                        check_page_budget(all.count(), limits)?;
+                        &all
+                    }
+                };
+                measure::measure(document, selection, *size).map(OpOutput::Measure)
+            }
             Op::Extract { pages, max_chars } => {
                 let document = self.cache.get(doc)?;
                 let (selected, cut) = selected_pages(document, pages.as_ref(), limits)?;
@@ -73,6 +86,12 @@ impl Executor {
 fn precheck(op: &Op, limits: OpLimits) -> Result<(), OpError> {
     match op {
         Op::Info => Ok(()),
+        Op::Measure { pages, size: render_size } => {
+            if let Some(selection) = pages {
+                check_page_budget(selection.count(), limits)?;
+            }
+            size::validate(*render_size)
+        }
         Op::Extract { pages, .. } => match pages {
             Some(selection) => check_page_budget(selection.count(), limits),
             None => Ok(()),

@@ -172,6 +172,24 @@ pub fn many_pages(count: usize, text: bool) -> Vec<u8> {
     pdf.finish(catalog)
 }
 
+/// A large upload of ordinary work: one page with a filled square, and `pad` bytes of noise in
+/// a stream object nothing refers to (PDFium never reads it, so the page renders in
+/// milliseconds whatever the file's size).
+pub fn padded_page(pad: usize) -> Vec<u8> {
+    let mut pdf = Pdf::default();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let noise: Vec<u8> = (0..pad)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    pdf.stream("", &noise);
+    one_page(pdf, "<< >>", "", b"0 0 1 rg 100 100 400 400 re f")
+}
+
 fn refs(numbers: &[usize]) -> String {
     numbers.iter().map(|n| format!("{n} 0 R")).collect::<Vec<_>>().join(" ")
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod bombs;
+pub mod raw;
 
 use std::io::ErrorKind;
 use std::io::{BufRead, BufReader};
