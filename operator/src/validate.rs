@@ -9,8 +9,8 @@
 use crate::crd::RenderPoolSpec;
 use crate::crd::bounds::{self, Bound};
 use renderpool_sizing::{
-    DEFAULT_SUPERVISOR_OVERHEAD, Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy,
-    office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots,
+    DEFAULT_OFFICE_CACHE_BYTES, Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy,
+    office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots, supervisor_share,
 };
 
 /// Room for the multipart framing around the one file a render pod sends Gotenberg.
@@ -117,7 +117,8 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
         Limits { cpu_millis, memory_bytes },
         SlotPolicy {
             memory_per_slot,
-            supervisor_overhead: DEFAULT_SUPERVISOR_OVERHEAD,
+            // The render pod derives the same share from the same body limit.
+            supervisor_overhead: supervisor_share(max_body_bytes, DEFAULT_OFFICE_CACHE_BYTES),
             override_slots,
         },
     )?;
@@ -230,7 +231,7 @@ mod tests {
     #[test]
     fn three_cores_four_gib_is_cpu_bound_at_three_slots() {
         let plan = validate(&spec_from_yaml("cpu: '3'\nmemory: 4Gi\nreplicas: 2")).unwrap();
-        // cpu 3 cores -> 3; memory (4096 - 128) / 512 = 7.75 -> 7; min = 3
+        // cpu 3 cores -> 3; memory (4096 - 196) / 512 = 7.6 -> 7; min = 3
         assert_eq!((plan.slots.slots, plan.slots.cpu_slots, plan.slots.memory_slots), (3, 3, 7));
         assert_eq!(plan.total_slots(), 6);
         assert_eq!(plan.slots_of(1), 3);
@@ -242,7 +243,7 @@ mod tests {
         let err = validate(&spec_from_yaml("cpu: '2'\nmemory: 600Mi")).unwrap_err();
         assert_eq!(err.reason(), "MemoryTooSmallForOneSlot");
         let text = err.to_string();
-        assert!(text.contains("needs at least 640 MiB"), "{text}");
+        assert!(text.contains("needs at least 708 MiB"), "{text}");
         assert!(text.contains("spec.memory"), "{text}");
     }
 

@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use renderpool_sizing::{DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, parse_memory_bytes};
+use renderpool_sizing::{
+    DEFAULT_MEMORY_PER_SLOT, DEFAULT_OFFICE_CACHE_BYTES, parse_memory_bytes, supervisor_share,
+};
 
 use crate::http::ThumbnailLimits;
 use crate::http::body::BodyLimits;
@@ -41,10 +43,10 @@ pub struct ServeArgs {
     #[arg(long, env = "RENDERPOD_MEMORY_CEILING", default_value_t = true,
           action = clap::ArgAction::Set)]
     pub memory_ceiling: bool,
-    /// Memory kept for the supervisor before slots are counted, e.g. 128Mi.
-    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes,
-          default_value_t = DEFAULT_SUPERVISOR_OVERHEAD)]
-    pub supervisor_overhead: u64,
+    /// Memory kept for the supervisor before slots are counted, e.g. 256Mi. Default: 32Mi at
+    /// rest + --office-cache-bytes + --max-body-bytes (one largest upload), at least 128Mi.
+    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes)]
+    pub supervisor_overhead: Option<u64>,
     /// Jobs that may wait for a slot; beyond this requests get 503 at once.
     #[arg(long, env = "RENDERPOD_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,
@@ -139,7 +141,7 @@ pub struct ServeArgs {
     /// Converted-PDF bytes kept in memory (least recently used out first), e.g. 64Mi; 0 turns
     /// the cache off. Counts against the supervisor's memory, not a slot's.
     #[arg(long, env = "RENDERPOD_OFFICE_CACHE_BYTES", value_parser = parse_memory_bytes,
-          default_value_t = 64 << 20)]
+          default_value_t = DEFAULT_OFFICE_CACHE_BYTES)]
     pub office_cache_bytes: u64,
     /// Log format.
     #[arg(long, env = "RENDERPOD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -173,6 +175,13 @@ impl ServeArgs {
         }
     }
 
+    /// The supervisor's share of the pod's memory: `--supervisor-overhead`, or what the body
+    /// limit and the Office cache need (the operator sizes pods with the same function).
+    pub fn supervisor_overhead(&self) -> u64 {
+        self.supervisor_overhead
+            .unwrap_or_else(|| supervisor_share(self.max_body_bytes, self.office_cache_bytes))
+    }
+
     /// The front's byte budget for request bodies: `--upload-budget`, or derived from the
     /// supervisor's share; unlimited with `--front-limits false`.
     pub fn upload_budget(&self) -> Result<u64, UploadBudgetError> {
@@ -182,9 +191,9 @@ impl ServeArgs {
         match self.upload_budget {
             Some(0) => Err(UploadBudgetError::Zero),
             Some(budget) => Ok(budget),
-            None => derived_budget(self.supervisor_overhead, self.office_cache_bytes).ok_or(
+            None => derived_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
                 UploadBudgetError::NothingLeft {
-                    supervisor_overhead: self.supervisor_overhead,
+                    supervisor_overhead: self.supervisor_overhead(),
                     office_cache_bytes: self.office_cache_bytes,
                 },
             ),
@@ -336,11 +345,16 @@ mod tests {
     #[test]
     fn the_upload_budget_is_the_supervisors_share_less_its_rest_and_the_cache() {
         let mib = 1u64 << 20;
+        // The default share holds one largest upload: 196 MiB = 32 + 64 (cache) + 100 (body).
         let defaults = serve(&[]);
-        assert_eq!(defaults.upload_budget().unwrap(), 32 * mib);
-        // The default 100 MiB body cannot fit the default budget: 413 past 32 MiB, and a warning.
-        assert_eq!(defaults.body_limits(32 * mib).max_bytes, 32 * mib);
-        assert!(defaults.body_budget_warning(32 * mib).unwrap().contains("--supervisor-overhead"));
+        assert_eq!(defaults.supervisor_overhead(), 196 * mib);
+        assert_eq!(defaults.upload_budget().unwrap(), 100 * mib);
+        assert_eq!(defaults.body_budget_warning(100 * mib), None);
+        // A share set too small for the body limit: 413 past the budget, and a warning.
+        let tight = serve(&["--supervisor-overhead", "128Mi"]);
+        assert_eq!(tight.upload_budget().unwrap(), 32 * mib);
+        assert_eq!(tight.body_limits(32 * mib).max_bytes, 32 * mib);
+        assert!(tight.body_budget_warning(32 * mib).unwrap().contains("--supervisor-overhead"));
         let roomy = serve(&["--supervisor-overhead", "256Mi", "--office-cache-bytes", "0"]);
         assert_eq!(roomy.upload_budget().unwrap(), 224 * mib);
         assert_eq!(roomy.body_limits(224 * mib).max_bytes, 100 * mib);

@@ -61,7 +61,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     let detected = limits::detect();
     let policy = SlotPolicy {
         memory_per_slot: args.memory_per_slot,
-        supervisor_overhead: args.supervisor_overhead,
+        supervisor_overhead: args.supervisor_overhead(),
         override_slots: args.slots,
     };
     let plan = plan_slots(detected.limits(), policy)?;

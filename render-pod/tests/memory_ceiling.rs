@@ -48,7 +48,7 @@ fn ordinary_renders(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bombs_fail_their_own_job_in_a_pod_sized_group_and_nothing_is_oom_killed() {
-    // A 1 GiB pod of two 384 MiB slots (128 MiB for the supervisor).
+    // A 1 GiB pod of two 384 MiB slots (196 MiB for the supervisor).
     let Some(group) = MemoryGroup::create("renderpool-ceiling", 1024 * MIB) else {
         return;
     };
@@ -119,13 +119,16 @@ async fn bombs_fail_their_own_job_in_a_pod_sized_group_and_nothing_is_oom_killed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_ceiling_the_oom_killer_takes_the_worker_not_the_supervisor() {
-    // A 640 MiB pod of two 256 MiB slots, ceilings off: the fan-out runs into the group's limit.
+    // A 640 MiB pod of two 256 MiB slots and 128 MiB for the supervisor, ceilings off: the
+    // fan-out runs into the group's limit.
     let Some(group) = MemoryGroup::create("renderpool-oom", 640 * MIB) else {
         return;
     };
     let server = Arc::new(group.serve(&[
         "--memory-per-slot",
         "256Mi",
+        "--supervisor-overhead",
+        "128Mi",
         "--memory-ceiling",
         "false",
         "--job-deadline-ms",

@@ -23,9 +23,9 @@ async fn jobs(server: &Server, needles: &[&str]) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_flood_is_refused_before_it_is_sent_and_the_front_stays_in_budget() {
-    // The defaults: 128 MiB for the supervisor, 64 MiB of it the Office cache's, so 32 MiB of
-    // uploads at once: six of these 4.7 MB documents.
-    let server = Arc::new(Server::start(&["--slots", "2"]));
+    // A 128 MiB share for the supervisor, 64 MiB of it the Office cache's, so 32 MiB of uploads
+    // at once: six of these 4.7 MB documents.
+    let server = Arc::new(Server::start(&["--slots", "2", "--supervisor-overhead", "128Mi"]));
     server.wait_ready().await;
     assert_eq!(server.metric("renderpod_upload_budget_bytes", &[]).await, (32 * MIB) as f64);
     let body = Arc::new(bombs::padded_page(4_700_000));

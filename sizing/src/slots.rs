@@ -4,8 +4,24 @@ use crate::MIB;
 
 /// Memory a slot may use unless the spec or the command line says otherwise.
 pub const DEFAULT_MEMORY_PER_SLOT: u64 = 512 * MIB;
-/// Memory kept for the supervisor (HTTP front, queue, buffers) before slots are counted.
+/// The least memory kept for the supervisor (HTTP front, queue, buffers) before slots are
+/// counted.
 pub const DEFAULT_SUPERVISOR_OVERHEAD: u64 = 128 * MIB;
+/// What the supervisor needs besides uploads and the Office cache: the runtime, metrics and
+/// worker pipes at rest (about 20 MiB measured) plus answers on their way out.
+pub const SUPERVISOR_AT_REST: u64 = 32 * MIB;
+/// The render pod's default Office cache of converted PDFs.
+pub const DEFAULT_OFFICE_CACHE_BYTES: u64 = 64 * MIB;
+
+/// The supervisor's share of a pod's memory when none is set: what it needs at rest, the Office
+/// cache and room for one largest upload, and never less than [`DEFAULT_SUPERVISOR_OVERHEAD`].
+/// Saturates, so an absurd body limit leaves no slot (a sizing error) instead of wrapping.
+pub fn supervisor_share(max_body_bytes: u64, office_cache_bytes: u64) -> u64 {
+    SUPERVISOR_AT_REST
+        .saturating_add(office_cache_bytes)
+        .saturating_add(max_body_bytes)
+        .max(DEFAULT_SUPERVISOR_OVERHEAD)
+}
 
 /// Resource limits of one render pod, already resolved (an unlimited cgroup means the host's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +182,19 @@ mod tests {
         let plan = plan_slots(limits(2000, GIB), policy).unwrap();
         assert_eq!((plan.slots, plan.memory_slots), (1, 1));
         assert!(plan.reason.starts_with("memory-bound"), "{}", plan.reason);
+    }
+
+    #[test]
+    fn the_supervisor_share_holds_one_largest_upload_and_the_office_cache() {
+        // 32 at rest + 64 Office cache + 100 upload
+        assert_eq!(supervisor_share(100 * MIB, 64 * MIB), 196 * MIB);
+        assert_eq!(supervisor_share(MIB, 0), DEFAULT_SUPERVISOR_OVERHEAD, "never below the floor");
+        assert_eq!(supervisor_share(u64::MAX, 64 * MIB), u64::MAX, "saturates, never wraps");
+        let policy = SlotPolicy {
+            supervisor_overhead: supervisor_share(u64::MAX, 0),
+            ..SlotPolicy::default()
+        };
+        assert!(plan_slots(limits(2000, GIB), policy).is_err(), "no slot, no wrapped figure");
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub fn slot_fits_pod() -> Rule {
         "!isQuantity(self.memory) || !isQuantity(self.memoryPerSlot) || \
          quantity(self.memoryPerSlot).isLessThan(quantity(self.memory))",
     )
-    .message("memoryPerSlot must be smaller than memory, which also holds 128Mi for the supervisor")
+    .message("memoryPerSlot must be smaller than memory, which also holds the supervisor's share")
     .field_path(".memoryPerSlot")
 }
 

@@ -101,8 +101,9 @@ pub struct RenderPoolSpec {
     #[x_kube(validation = bounds::cpu("cpu", bounds::RENDER_CPU_CORES, "2"))]
     pub cpu: String,
 
-    /// Memory of one render pod, requests = limits (e.g. "4Gi"), at most 1Ti. Must hold 128Mi for
-    /// the supervisor plus memoryPerSlot for at least one slot.
+    /// Memory of one render pod, requests = limits (e.g. "4Gi"), at most 1Ti. Must hold the
+    /// supervisor's share (32Mi + a 64Mi Office cache + maxBodySize, at least 128Mi; 196Mi by
+    /// default) plus memoryPerSlot for at least one slot.
     #[serde(default = "defaults::memory")]
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = bounds::memory("memory", bounds::MEMORY_MIB, "4Gi"))]

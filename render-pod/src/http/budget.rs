@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::metrics::gauge::Gauge;
 
-/// Bytes the supervisor needs besides uploads and the Office cache: the runtime, metrics and
-/// worker pipes at rest (about 20 MiB measured) plus answers on their way out.
-pub const SUPERVISOR_AT_REST: u64 = 32 << 20;
+use renderpool_sizing::SUPERVISOR_AT_REST;
 
 /// The default budget: the supervisor's share of the pod's memory less what it needs at rest
 /// and the Office cache's budget; `None` when those leave nothing.

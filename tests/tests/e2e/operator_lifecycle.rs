@@ -195,7 +195,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     .await;
     let (_, reason, message) = condition(&pool, "Degraded").unwrap();
     assert_eq!(reason, "MemoryTooSmallForOneSlot");
-    assert!(message.contains("needs at least 640 MiB"), "{message}");
+    assert!(message.contains("needs at least 708 MiB"), "{message}");
     assert!(message.contains("raise spec.memory or lower spec.memoryPerSlot"), "{message}");
     assert_eq!(condition(&pool, "Ready").unwrap().0, "False");
     // The running pods are left alone: the Deployment keeps the last good memory.
@@ -213,7 +213,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     })
     .await
     .expect("a Warning event explains the degraded pool");
-    assert!(warning.note.unwrap_or_default().contains("640 MiB"));
+    assert!(warning.note.unwrap_or_default().contains("708 MiB"));
 
     // Fixing the spec recovers.
     let mut spec = base_spec();
@@ -221,7 +221,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     kubectl_apply(cluster, ns.name(), &pool_manifest("tight", spec)).unwrap();
     let pool = wait_pool(&pools, "tight", WAIT, is_settled).await;
     assert_eq!(condition(&pool, "Degraded").unwrap().0, "False");
-    // (1280 - 128) / 512 = 2.25 -> 2 by memory, 1 by CPU: 1 slot.
+    // (1280 - 196) / 512 = 2.1 -> 2 by memory, 1 by CPU: 1 slot.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(1));
 }
 
