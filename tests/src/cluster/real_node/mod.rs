@@ -74,6 +74,7 @@ pub struct RealNode {
     images: Mutex<BTreeMap<String, Vec<String>>>,
     daemons: Vec<(&'static str, u32)>,
     started_in: Duration,
+    imported_in: Duration,
 }
 
 impl RealNode {
@@ -104,7 +105,9 @@ impl RealNode {
         node.prepare_machine()?;
         node.relay_api()?;
         node.start_containerd(&runc)?;
+        let importing = Instant::now();
         let imported = node.import_images(images)?;
+        let imported_in = importing.elapsed();
         node.start_dns()?;
         node.start_kubelet()?;
         // After the kubelet: kube-proxy reports healthy only once its Node exists.
@@ -115,6 +118,7 @@ impl RealNode {
             images: Mutex::new(imported),
             daemons: node.daemons,
             started_in: started.elapsed(),
+            imported_in,
         })
     }
 
@@ -164,6 +168,11 @@ impl RealNode {
     /// How long [`RealNode::start`] took, from the first step to the node being Ready.
     pub fn started_in(&self) -> Duration {
         self.started_in
+    }
+
+    /// How long importing the start's image archives into containerd took.
+    pub fn imported_in(&self) -> Duration {
+        self.imported_in
     }
 
     /// The node's daemons by name, with their pids (for resource figures).
