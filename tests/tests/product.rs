@@ -150,16 +150,6 @@ fn running_image(pod: &Pod) -> String {
     statuses[0].image.clone()
 }
 
-/// A cgroup file of the pod's first container, read on the host where the kubelet made it.
-fn host_cgroup(controller: &str, pod: &Pod, file: &str) -> String {
-    let uid = pod.metadata.uid.as_deref().unwrap();
-    let status = pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
-    let id = status[0].container_id.as_deref().unwrap().trim_start_matches("containerd://");
-    // Guaranteed pods sit right under kubepods (cgroupfs driver, cgroup v1 on these machines).
-    let path = format!("/sys/fs/cgroup/{controller}/kubepods/pod{uid}/{id}/{file}");
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}")).trim().to_string()
-}
-
 async fn get_json(url: &str) -> Value {
     let response = reqwest::get(url).await.unwrap_or_else(|err| panic!("GET {url}: {err}"));
     response.json().await.unwrap()
@@ -283,8 +273,11 @@ async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup(
         assert_eq!(running_image(pod), image);
         eprintln!("render pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
         // What the kubelet wrote into the container's cgroup for 600m / 768Mi...
-        assert_eq!(host_cgroup("cpu", pod, "cpu.cfs_quota_us"), "60000");
-        assert_eq!(host_cgroup("memory", pod, "memory.limit_in_bytes"), (768u64 << 20).to_string());
+        assert_eq!(node.container_cgroup(pod, "cpu", "cpu.cfs_quota_us").unwrap(), "60000");
+        assert_eq!(
+            node.container_cgroup(pod, "memory", "memory.limit_in_bytes").unwrap(),
+            (768u64 << 20).to_string()
+        );
         // ... is what the pod read from inside, and what its slots came from.
         let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
         let plan = &ready["plan"];
