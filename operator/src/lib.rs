@@ -14,6 +14,7 @@ pub mod http;
 pub mod leader;
 pub mod listen;
 pub mod metrics;
+pub mod probe;
 pub mod requests;
 pub mod status;
 pub mod telemetry;

@@ -26,6 +26,18 @@ enum Command {
     Crd,
     /// Run the controller (connects with KUBECONFIG or the in-cluster service account).
     Run(RunArgs),
+    /// GET a URL and exit non-zero unless it answers 2xx (the chart's `helm test` hook: the
+    /// image has no shell or wget).
+    Probe(ProbeArgs),
+}
+
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// The URL to GET (plain HTTP).
+    url: String,
+    /// Seconds to wait for the whole answer.
+    #[arg(long, default_value_t = 10)]
+    timeout_seconds: u64,
 }
 
 #[derive(clap::Args)]
@@ -66,6 +78,13 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(run(args))
+        }
+        Command::Probe(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let timeout = std::time::Duration::from_secs(args.timeout_seconds);
+            let body = runtime.block_on(renderpool_operator::probe::get(&args.url, timeout))?;
+            println!("{body}");
+            Ok(())
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The operator as a cluster would run it: the Helm chart installed (CRD, ServiceAccount,
 //! least-privilege RBAC, cluster-wide or namespace-scoped), and the operator binary running as a
 //! local process with a token minted for the chart's own ServiceAccount, so its rights are
-//! exactly the chart's.
+//! exactly the chart's; or, on the real node, the chart's own operator pods
+//! ([`ChartInstall::on_real_node`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ pub struct ChartInstall {
 }
 
 static INSTALL: OnceCell<ChartInstall> = OnceCell::const_new();
+static ON_REAL_NODE: OnceCell<ChartInstall> = OnceCell::const_new();
 static SHARED: OnceCell<OperatorProcess> = OnceCell::const_new();
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
@@ -43,20 +45,48 @@ impl ChartInstall {
         Self::install(namespaces).await
     }
 
+    /// Installs the chart cluster-wide once per test process with its operator pods on the
+    /// shared cluster's real node ([`Cluster::shared_with_real_node`]), run from the imported
+    /// image: the operator there is a pod with the token the kubelet mounts, not a process.
+    pub async fn on_real_node() -> &'static ChartInstall {
+        ON_REAL_NODE
+            .get_or_init(|| async {
+                let cluster = Cluster::shared_with_real_node();
+                let selector = cluster.real_node().node_selector();
+                Self::helm_install(&[], &[format!("nodeSelector={selector}")]).await
+            })
+            .await
+    }
+
     async fn install(namespaces: &[&str]) -> ChartInstall {
-        let cluster = Cluster::shared();
         // The chart's own operator pods need somewhere to be scheduled (kwok plays them).
-        cluster.ensure_nodes("system", 2, "4", "8Gi").await;
+        Cluster::shared().ensure_nodes("system", 2, "4", "8Gi").await;
+        Self::helm_install(namespaces, &[]).await
+    }
+
+    /// `helm install --wait` with `--set-json` for each of `values`, then a token minted for
+    /// the chart's ServiceAccount.
+    async fn helm_install(namespaces: &[&str], values: &[String]) -> ChartInstall {
+        let cluster = Cluster::shared();
         let chart = repo_root().join("charts/renderpool-operator");
         let mut helm = cluster.helm();
         helm.args(["install", RELEASE])
             .arg(&chart)
             .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace", "--wait"])
-            .args(["--timeout", "120s"]);
+            .args(["--timeout", "180s"]);
         if !namespaces.is_empty() {
             helm.args(["--set", &format!("watchNamespaces={{{}}}", namespaces.join(","))]);
         }
-        run(&mut helm).unwrap_or_else(|err| panic!("helm install: {err}"));
+        for value in values {
+            helm.args(["--set-json", value]);
+        }
+        if let Err(err) = run(&mut helm) {
+            let pods = run(cluster
+                .kubectl()
+                .args(["get", "pods,events", "-o", "wide"])
+                .args(["-n", RELEASE_NAMESPACE]));
+            panic!("helm install: {err}\n{}", pods.unwrap_or_else(|err| err.to_string()));
+        }
         run(cluster.kubectl().args([
             "wait",
             "--for=condition=Established",

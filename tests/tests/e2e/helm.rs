@@ -88,6 +88,22 @@ fn template_renders_a_least_privilege_restricted_operator() {
     }
     let without_crd = template(&["--set", "crds.install=false"]).unwrap();
     assert!(documents(&without_crd, "CustomResourceDefinition").is_empty());
+
+    // `helm test`'s pod runs the operator's own image (it has no shell: its probe command),
+    // placed like the operator; tests/tests/product.rs runs it for real.
+    let placed = template(&["--set-json", r#"nodeSelector={"disk":"ssd"}"#]).unwrap();
+    let hook = documents(&placed, "Pod");
+    assert_eq!(hook.len(), 1);
+    for needle in [
+        "helm.sh/hook: test",
+        "image: \"ghcr.io/renderpool/renderpool-operator:0.1.0\"",
+        "- renderpool-operator\n        - probe\n",
+        "http://rp-renderpool-operator-metrics:8080/readyz",
+        "disk: ssd",
+        "readOnlyRootFilesystem: true",
+    ] {
+        assert!(hook[0].contains(needle), "helm test pod lacks {needle:?}:\n{}", hook[0]);
+    }
 }
 
 #[test]

@@ -37,6 +37,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use layout::Layout;
 use record::{Daemon, UndoLog};
 pub use teardown::{kernel_settings, leftovers};
@@ -74,6 +75,7 @@ pub struct RealNode {
     images: Mutex<BTreeMap<String, Vec<String>>>,
     daemons: Vec<(&'static str, u32)>,
     started_in: Duration,
+    imported_in: Duration,
 }
 
 impl RealNode {
@@ -104,7 +106,9 @@ impl RealNode {
         node.prepare_machine()?;
         node.relay_api()?;
         node.start_containerd(&runc)?;
+        let importing = Instant::now();
         let imported = node.import_images(images)?;
+        let imported_in = importing.elapsed();
         node.start_dns()?;
         node.start_kubelet()?;
         // After the kubelet: kube-proxy reports healthy only once its Node exists.
@@ -115,6 +119,7 @@ impl RealNode {
             images: Mutex::new(imported),
             daemons: node.daemons,
             started_in: started.elapsed(),
+            imported_in,
         })
     }
 
@@ -164,6 +169,33 @@ impl RealNode {
     /// How long [`RealNode::start`] took, from the first step to the node being Ready.
     pub fn started_in(&self) -> Duration {
         self.started_in
+    }
+
+    /// How long importing the start's image archives into containerd took.
+    pub fn imported_in(&self) -> Duration {
+        self.imported_in
+    }
+
+    /// A cgroup file (`cpu.cfs_quota_us` under `cpu`, say) of a running pod's first container,
+    /// as the kubelet made it on this machine: the cgroupfs driver on cgroup v1 puts a
+    /// Guaranteed pod right under `kubepods`.
+    pub fn container_cgroup(
+        &self,
+        pod: &Pod,
+        controller: &str,
+        file: &str,
+    ) -> Result<String, ClusterError> {
+        let uid = pod.metadata.uid.as_deref();
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        let id = statuses.and_then(|s| s.first()).and_then(|s| s.container_id.as_deref());
+        let (Some(uid), Some(id)) = (uid, id) else {
+            return Err(ClusterError::Setup("the pod has no uid or no running container".into()));
+        };
+        let id = id.trim_start_matches("containerd://");
+        let path = format!("/sys/fs/cgroup/{controller}/kubepods/pod{uid}/{id}/{file}");
+        let value = std::fs::read_to_string(&path)
+            .map_err(|err| ClusterError::Setup(format!("{path}: {err}")))?;
+        Ok(value.trim().to_string())
     }
 
     /// The node's daemons by name, with their pids (for resource figures).

@@ -1,0 +1,475 @@
+//! The whole product on the real node, as a cluster runs it: the chart's operator as pods from
+//! its image with the token the kubelet mounts, `helm test`'s hook pod, the RenderPool of
+//! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
+//! through the render Service, Office through Gotenberg's Service, and a render pod deleted with
+//! a render in flight.
+//!
+//! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
+//! turns ([`turn`]); each leaves it as it found it: Ready, two render pods. The test process's
+//! end tears the node down with everything on it (the harness's reaper).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use renderpool_operator::crd::RenderPool;
+use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
+use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
+use renderpool_tests::{repo_root, wait_for};
+use serde_json::Value;
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+#[path = "e2e/operator_support.rs"]
+mod operator_support;
+use operator_support::{is_settled, metric_sum, wait_pool};
+
+/// The example's pool name and render port.
+const POOL: &str = "previews";
+const RENDER_PORT: u16 = 8080;
+
+fn node() -> (&'static Cluster, &'static RealNode) {
+    let cluster = Cluster::shared_with_real_node();
+    (cluster, cluster.real_node())
+}
+
+/// One test at a time on the node's two CPUs.
+async fn turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::const_new(());
+    TURN.lock().await
+}
+
+/// The chart installed with its operator pods on the real node, and the example pool Ready in
+/// its own namespace.
+struct Product {
+    namespace: TestNamespace,
+}
+
+async fn product() -> &'static Product {
+    static PRODUCT: OnceCell<Product> = OnceCell::const_new();
+    PRODUCT
+        .get_or_init(|| async {
+            let (cluster, node) = node();
+            eprintln!(
+                "real node Ready in {:.1}s, its {} image archives imported in {:.1}s",
+                node.started_in().as_secs_f64(),
+                node.images().len(),
+                node.imported_in().as_secs_f64()
+            );
+            let started = Instant::now();
+            ChartInstall::on_real_node().await;
+            eprintln!("helm install --wait: {:.1}s", started.elapsed().as_secs_f64());
+            let namespace = cluster.namespace("product").await;
+            let example = repo_root().join("examples/renderpool-real-node.yaml");
+            let applied = Instant::now();
+            run(cluster.kubectl().args(["apply", "-n", namespace.name(), "-f"]).arg(&example))
+                .unwrap();
+            let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace.name());
+            wait_pool(&pools, POOL, Duration::from_secs(300), |pool| {
+                is_settled(pool) && gotenberg_ready(pool)
+            })
+            .await;
+            eprintln!(
+                "example pool Ready with Gotenberg {:.1}s after kubectl apply",
+                applied.elapsed().as_secs_f64()
+            );
+            Product { namespace }
+        })
+        .await
+}
+
+fn gotenberg_ready(pool: &RenderPool) -> bool {
+    pool.status.as_ref().and_then(|s| s.gotenberg_ready_replicas) == Some(1)
+}
+
+impl Product {
+    fn namespace(&self) -> &str {
+        self.namespace.name()
+    }
+
+    async fn pool(&self) -> RenderPool {
+        let pools: Api<RenderPool> =
+            Api::namespaced(Cluster::shared().client().await, self.namespace());
+        pools.get(POOL).await.unwrap()
+    }
+
+    /// The running pods of one of the pool's components, oldest first.
+    async fn pods(&self, component: &str) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, self.namespace());
+        let selector =
+            format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component={component}");
+        let mut listed = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+        listed.retain(|pod| pod.metadata.deletion_timestamp.is_none());
+        listed.sort_by_key(|pod| pod.metadata.creation_timestamp.clone());
+        listed
+    }
+
+    /// `http://<ClusterIP>:<port>` of one of the pool's Services.
+    async fn service_url(&self, component: &str) -> String {
+        let services: Api<Service> =
+            Api::namespaced(Cluster::shared().client().await, self.namespace());
+        let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
+        format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
+    }
+}
+
+fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap()
+}
+
+/// `http://<pod IP>:8080`: the host reaches pods on the node's bridge directly.
+fn pod_url(pod: &Pod) -> String {
+    format!("http://{}:{RENDER_PORT}", pod.status.as_ref().unwrap().pod_ip.as_deref().unwrap())
+}
+
+/// Whether the pod is a Helm hook's (`helm test`), not one of the release's replicas.
+fn is_hook(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("helm.sh/hook"))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Seconds from the kubelet taking the pod (`status.startTime`) to its Ready condition.
+fn start_to_ready_seconds(pod: &Pod) -> i64 {
+    let status = pod.status.as_ref().unwrap();
+    let started = status.start_time.as_ref().unwrap().0;
+    let conditions = status.conditions.as_ref().unwrap();
+    let ready = conditions.iter().find(|c| c.type_ == "Ready" && c.status == "True").unwrap();
+    let ready = ready.last_transition_time.as_ref().unwrap().0;
+    ready.duration_since(started).as_secs()
+}
+
+/// The image the pod's first container was started from, as the kubelet reports it.
+fn running_image(pod: &Pod) -> String {
+    let statuses = pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
+    statuses[0].image.clone()
+}
+
+async fn get_json(url: &str) -> Value {
+    let response = reqwest::get(url).await.unwrap_or_else(|err| panic!("GET {url}: {err}"));
+    response.json().await.unwrap()
+}
+
+/// POSTs `body` to `url`; the status and the body.
+async fn post(url: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(90)).build().unwrap();
+    let response =
+        client.post(url).body(body).send().await.unwrap_or_else(|err| panic!("POST {url}: {err}"));
+    (response.status().as_u16(), response.bytes().await.unwrap().to_vec())
+}
+
+/// `info` jobs a render pod has finished, from its `/metrics`; `None` once it no longer answers.
+async fn info_jobs(pod: &Pod) -> Option<f64> {
+    let url = format!("{}/metrics", pod_url(pod));
+    let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+    let info = text.lines().filter(|line| line.starts_with("renderpod_jobs_total{op=\"info\""));
+    Some(metric_sum(&info.collect::<Vec<_>>().join("\n"), "renderpod_jobs_total"))
+}
+
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+#[tokio::test]
+async fn the_chart_runs_the_operator_as_pods_from_its_image_and_helm_test_passes() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    product().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await, RELEASE_NAMESPACE);
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    let operators = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+    let operators: Vec<Pod> = operators.into_iter().filter(|p| !is_hook(p)).collect();
+    assert_eq!(operators.len(), 2, "the chart's two replicas");
+    let image = node.image("renderpool-operator").expect("the operator image is imported");
+    for pod in &operators {
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some(node.name()), "{}", pod_name(pod));
+        assert_eq!(spec.service_account_name.as_deref(), Some(RELEASE));
+        assert!(is_ready(pod), "{} is not Ready", pod_name(pod));
+        assert_eq!(running_image(pod), image, "{} runs the imported image", pod_name(pod));
+        // Its credentials are the ServiceAccount token volume the kubelet mounts; no kubeconfig
+        // is anywhere in the pod, so the Lease below was taken with that token.
+        let mounts = spec.containers[0].volume_mounts.as_ref().unwrap();
+        assert!(
+            mounts.iter().any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount"),
+            "{mounts:?}"
+        );
+        let env = spec.containers[0].env.as_ref().unwrap();
+        assert!(!env.iter().any(|e| e.name == "KUBECONFIG"), "{env:?}");
+        eprintln!(
+            "operator pod {} start to Ready: {}s",
+            pod_name(pod),
+            start_to_ready_seconds(pod)
+        );
+    }
+    // One of them leads, by its pod name, through the API server it reached with that token.
+    let holder = run(cluster
+        .kubectl()
+        .args(["get", "lease", "renderpool-operator", "-n", RELEASE_NAMESPACE])
+        .args(["-o", "jsonpath={.spec.holderIdentity}"]))
+    .unwrap();
+    assert!(operators.iter().any(|p| pod_name(p) == holder), "lease held by {holder:?}");
+
+    // `helm test` runs the hook pod from the operator image against the metrics Service...
+    let helm_test = || {
+        run(cluster.helm().args(["test", RELEASE, "-n", RELEASE_NAMESPACE, "--timeout", "120s"]))
+    };
+    let passed = helm_test().unwrap();
+    assert!(passed.contains("Phase:          Succeeded"), "{passed}");
+    // ... and fails when no operator answers: the hook checks something.
+    let scale = |replicas: &str| {
+        run(cluster
+            .kubectl()
+            .args(["scale", "deployment", RELEASE, "-n", RELEASE_NAMESPACE])
+            .arg(format!("--replicas={replicas}")))
+        .unwrap();
+    };
+    scale("0");
+    let gone = wait_for(Duration::from_secs(60), || async {
+        let left = pods.list(&ListParams::default().labels(&selector)).await.ok()?.items;
+        left.iter().all(is_hook).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the operator pods did not stop");
+    let failed = helm_test().unwrap_err().to_string();
+    scale("2");
+    let hook = format!("{RELEASE}-test-readyz");
+    assert!(failed.contains(&format!("pod {hook} failed")), "{failed}");
+    // The probe said why; a failed hook pod stays for that, so remove it here.
+    let said = run(cluster.kubectl().args(["logs", &hook, "-n", RELEASE_NAMESPACE])).unwrap();
+    let url = format!("GET http://{RELEASE}-metrics:8080/readyz");
+    assert!(said.contains(&url), "{said}");
+    run(cluster.kubectl().args(["delete", "pod", &hook, "-n", RELEASE_NAMESPACE])).unwrap();
+    run(cluster.kubectl().args([
+        "rollout",
+        "status",
+        "deployment",
+        RELEASE,
+        "-n",
+        RELEASE_NAMESPACE,
+        "--timeout=120s",
+    ]))
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup() {
+    let _turn = turn().await;
+    let (_, node) = node();
+    let product = product().await;
+    // Nothing else runs an operator in this test process: the chart's pods made this status.
+    let status = product.pool().await.status.unwrap();
+    assert_eq!(status.slots_per_pod, Some(1), "{status:?}");
+    assert_eq!((status.total_slots, status.ready_slots), (Some(2), Some(2)), "{status:?}");
+
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let image = node.image("render-pod").unwrap();
+    for pod in &render {
+        assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
+        assert_eq!(running_image(pod), image);
+        eprintln!("render pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
+        // What the kubelet wrote into the container's cgroup for 600m / 768Mi...
+        assert_eq!(node.container_cgroup(pod, "cpu", "cpu.cfs_quota_us").unwrap(), "60000");
+        assert_eq!(
+            node.container_cgroup(pod, "memory", "memory.limit_in_bytes").unwrap(),
+            (768u64 << 20).to_string()
+        );
+        // ... is what the pod read from inside, and what its slots came from.
+        let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
+        let plan = &ready["plan"];
+        assert_eq!(ready["ready"], true, "{ready}");
+        assert_eq!(plan["slots"], 1, "{ready}");
+        assert_eq!(plan["slots"].as_i64().map(|n| n as i32), status.slots_per_pod);
+        assert_eq!(plan["limits"]["cpu_millis"], 600, "{ready}");
+        assert_eq!(plan["limits"]["memory_bytes"], 768u64 << 20, "{ready}");
+        let cpu_source = plan["limits"]["cpu_source"].as_str().unwrap();
+        assert!(
+            cpu_source.starts_with("cgroup v1 ") && cpu_source.contains("cpu.cfs_quota_us = 60000"),
+            "{cpu_source}"
+        );
+        let memory_source = plan["limits"]["memory_source"].as_str().unwrap();
+        assert!(
+            memory_source.starts_with("cgroup v1 ")
+                && memory_source.contains(&format!("memory.limit_in_bytes = {}", 768u64 << 20)),
+            "{memory_source}"
+        );
+    }
+
+    // Through the render Service: info, a page image and text, each from a real PDFium slot.
+    let service = product.service_url("render").await;
+    let name = "pdf/R-intro.pdf";
+    let expected = &renderpool_testkit::corpus::manifest()[name];
+    let pdf = renderpool_testkit::corpus::read(name);
+    let (code, info) = post(&format!("{service}/v1/info"), pdf.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&info));
+    let info: Value = serde_json::from_slice(&info).unwrap();
+    assert_eq!(info["page_count"], expected["pages"], "{info}");
+    let (code, png) = post(&format!("{service}/v1/render?page=1&dpi=72"), pdf.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+    let (code, text) = post(&format!("{service}/v1/extract?pages=1"), pdf).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&text));
+    let text = String::from_utf8_lossy(&text);
+    for word in expected["first_page_words"].as_array().unwrap().iter().take(5) {
+        assert!(text.contains(word.as_str().unwrap()), "{word} not in {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_docx_converts_through_the_gotenberg_service_in_the_operators_gotenberg_pod() {
+    let _turn = turn().await;
+    let (_, node) = node();
+    let product = product().await;
+    let gotenberg = product.pods("gotenberg").await;
+    assert_eq!(gotenberg.len(), 1);
+    let pod = &gotenberg[0];
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
+    assert_eq!(running_image(pod), node.image("gotenberg").unwrap());
+    let args = pod.spec.as_ref().unwrap().containers[0].args.clone().unwrap();
+    for arg in ["gotenberg", "--api-timeout=30s", "--libreoffice-deny-public-ips=true"] {
+        assert!(args.iter().any(|a| a == arg), "{arg} not in {args:?}");
+    }
+    eprintln!("gotenberg pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
+    // Each render pod calls Gotenberg by its Service name.
+    for render in product.pods("render").await {
+        let ready = get_json(&format!("{}/readyz", pod_url(&render))).await;
+        let url = format!("http://{POOL}-gotenberg:3000");
+        assert_eq!(ready["office"]["gotenberg_url"], url.as_str(), "{ready}");
+    }
+
+    let docx = renderpool_testkit::corpus::read("office/test.docx");
+    let service = product.service_url("render").await;
+    let started = Instant::now();
+    let (code, pdf) = post(&format!("{service}/v1/convert"), docx.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&pdf));
+    eprintln!("DOCX to PDF through the render Service: {:.1}s", started.elapsed().as_secs_f64());
+    assert!(pdf.starts_with(b"%PDF-"), "{:?}", &pdf[..pdf.len().min(32)]);
+    // The PDF is a real one: PDFium in the render pod renders its first page.
+    let (code, png) = post(&format!("{service}/v1/render?page=1&width=200"), docx).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+}
+
+#[tokio::test]
+async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_pod_serves() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let (leaving, staying) = (&render[0], &render[1]);
+
+    // Renders in flight on the pod that is about to go: watermarking the 113 pages of R-intro
+    // takes its one slot about 2.6 s at 0.6 CPU, so four queued at once keep it busy for about
+    // 10 s, past the 5 s preStop and into the drain after SIGTERM.
+    let in_flight = 4;
+    let sent_at = Instant::now();
+    let mut renders = Vec::new();
+    for _ in 0..in_flight {
+        let url = format!("{}/v1/watermark?text=DRAFT", pod_url(leaving));
+        let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+        renders.push(tokio::spawn(async move {
+            let (code, body) = post(&url, pdf).await;
+            (code, body, Instant::now())
+        }));
+    }
+    let ready_url = format!("{}/readyz", pod_url(leaving));
+    let queued = wait_for(Duration::from_secs(20), || async {
+        let ready = get_json(&ready_url).await;
+        let engine = &ready["engine"];
+        (engine["busy"] == 1 && engine["queued"] == in_flight - 1).then_some(())
+    })
+    .await;
+    assert!(queued.is_some(), "the renders never lined up on {}", pod_name(leaving));
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), product.namespace());
+    let deleted_at = Instant::now();
+    pods.delete(pod_name(leaving), &DeleteParams::default()).await.unwrap();
+
+    // Once the leaving pod's endpoint is not ready, new requests through the Service go to the
+    // other pod, while the leaving one still runs its render. kube-proxy applies the change a
+    // moment after the EndpointSlice shows it: a request in that moment may still reach the
+    // leaving pod (it is answered too, after the render ahead of it), so the test sends until
+    // a run of requests in a row has gone to the other pods (the staying one, and its
+    // replacement once that is Ready), and every one must succeed.
+    let slices: Api<EndpointSlice> = Api::namespaced(client, product.namespace());
+    let leaving_name = pod_name(leaving).to_string();
+    let out_of_rotation = wait_for(Duration::from_secs(30), || async {
+        let list =
+            ListParams::default().labels(&format!("kubernetes.io/service-name={POOL}-render"));
+        let slices = slices.list(&list).await.ok()?.items;
+        let endpoint = slices.iter().flat_map(|s| s.endpoints.iter().flatten()).find(|e| {
+            e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(leaving_name.as_str())
+        });
+        endpoint
+            .is_none_or(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(false))
+            .then_some(())
+    })
+    .await;
+    assert!(out_of_rotation.is_some(), "{leaving_name} stayed in the Service's endpoints");
+    let service = product.service_url("render").await;
+    let pdf = renderpool_testkit::corpus::read("pdf/trivial.pdf");
+    let (in_a_row, most) = (6, 30);
+    let (mut sent, mut streak, mut to_leaving) = (0, 0, 0);
+    while streak < in_a_row && sent < most {
+        // `info` jobs: a watermark ending in between is not mistaken for one of these.
+        let before = info_jobs(leaving).await;
+        let (code, info) = post(&format!("{service}/v1/info"), pdf.clone()).await;
+        sent += 1;
+        assert_eq!(code, 200, "request {sent}: {}", String::from_utf8_lossy(&info));
+        let after = info_jobs(leaving).await;
+        if before.is_some() && after > before {
+            (streak, to_leaving) = (0, to_leaving + 1);
+        } else {
+            streak += 1;
+        }
+    }
+    assert_eq!(streak, in_a_row, "{sent} requests, {to_leaving} still went to {leaving_name}");
+    let mut last = deleted_at;
+    for render in renders {
+        let (code, pdf, finished) = render.await.unwrap();
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&pdf));
+        assert!(pdf.starts_with(b"%PDF-"), "not a PDF");
+        last = last.max(finished);
+    }
+    let finished_after = last.duration_since(deleted_at);
+    // The last outlived the 5 s preStop: it was in flight when SIGTERM came, and the drain let
+    // it end.
+    assert!(
+        finished_after > Duration::from_secs(5),
+        "too short to show a drain: {finished_after:?}"
+    );
+    let gone = wait_for(Duration::from_secs(90), || async {
+        pods.get_opt(&leaving_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{leaving_name} outlived its grace period");
+    eprintln!(
+        "drain: {in_flight} of {in_flight} renders in flight completed, {:.1}s after they were \
+         sent and {:.1}s after the delete; the pod was gone {:.1}s after it; {sent} new \
+         requests, all answered: {to_leaving} by {leaving_name} while kube-proxy caught up, the \
+         rest by the other pods",
+        last.duration_since(sent_at).as_secs_f64(),
+        finished_after.as_secs_f64(),
+        deleted_at.elapsed().as_secs_f64(),
+    );
+
+    // The Deployment replaces it; the pool is whole again for the next test.
+    let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, product.namespace());
+    wait_pool(&pools, POOL, Duration::from_secs(180), |pool| {
+        is_settled(pool) && pool.status.as_ref().is_some_and(|s| s.ready_replicas == 2)
+    })
+    .await;
+    let replacement = product.pods("render").await;
+    let replacement = replacement.iter().find(|p| pod_name(p) != pod_name(staying)).unwrap();
+    eprintln!(
+        "replacement render pod {} start to Ready: {}s",
+        pod_name(replacement),
+        start_to_ready_seconds(replacement)
+    );
+}
