@@ -3,7 +3,7 @@
 //! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
 //! through the render Service, Office through Gotenberg's Service; drains under a steady load
 //! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
-//! force, the pool rolled by a spec change).
+//! force, the pool rolled by a spec change), and a worker killed from the host mid-job.
 //!
 //! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
 //! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
@@ -667,4 +667,86 @@ async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
         started.elapsed().as_secs_f64()
     );
     nothing_lost("scale to 1, roll, scale to 2", &tally);
+}
+
+/// The `error.code` of a render pod's JSON error body.
+fn error_code(body: &[u8]) -> String {
+    let body: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(body)));
+    body["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+/// The first container's restart count, and when the pod last became Ready.
+fn restarts_and_ready_since(pod: &Pod) -> (i32, String) {
+    let status = pod.status.as_ref().unwrap();
+    let restarts = status.container_statuses.as_ref().unwrap()[0].restart_count;
+    let conditions = status.conditions.as_ref().unwrap();
+    let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{} is not Ready", pod_name(pod));
+    (restarts, format!("{:?}", ready.last_transition_time))
+}
+
+/// Waits until the pod's /readyz is ok with every slot's worker alive and none of them `gone`.
+async fn slots_alive(pod: &Pod, gone: Option<u64>) -> Value {
+    let url = format!("{}/readyz", pod_url(pod));
+    let ready = wait_for(Duration::from_secs(30), || async {
+        let ready = get_json(&url).await;
+        let workers = ready["engine"]["workers"].as_array()?;
+        let alive = workers.iter().all(|w| w["pid"].as_u64().is_some_and(|pid| Some(pid) != gone));
+        (ready["ready"] == true && alive).then_some(ready)
+    })
+    .await;
+    ready.unwrap_or_else(|| panic!("{} did not get its slot back", pod_name(pod)))
+}
+
+#[tokio::test]
+async fn a_worker_killed_from_the_host_fails_only_its_job_and_the_pod_stays_ready() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await, product.namespace());
+    let pod = product.pods("render").await.remove(0);
+    let before = restarts_and_ready_since(&pod);
+
+    // A slow job (R-intro watermarked, seconds on 0.6 CPU) on the pod's one slot.
+    let url = format!("{}/v1/watermark?text=DRAFT", pod_url(&pod));
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let job = tokio::spawn(post_owned(url.clone(), pdf.clone()));
+    let ready_url = format!("{}/readyz", pod_url(&pod));
+    let busy = wait_for(Duration::from_secs(20), || async {
+        let ready = get_json(&ready_url).await;
+        let workers = ready["engine"]["workers"].as_array()?.clone();
+        workers.iter().find(|w| w["busy"] == true).and_then(|w| w["pid"].as_u64())
+    })
+    .await;
+    let busy = busy.unwrap_or_else(|| panic!("no worker of {} became busy", pod_name(&pod)));
+    let host_pid = node.host_pid(&pod, busy as u32).unwrap();
+    let supervisor = node.host_pid(&pod, 1).unwrap();
+    let parent = std::fs::read_to_string(format!("/proc/{host_pid}/stat")).unwrap();
+    let parent = parent.rsplit(") ").next().unwrap().split(' ').nth(1).unwrap().to_string();
+    assert_eq!(parent, supervisor.to_string(), "the worker is the supervisor's child");
+    // SAFETY: kill(2) on a pid this test found in the container's cgroup; no memory is shared.
+    assert_eq!(unsafe { libc::kill(host_pid as i32, libc::SIGKILL) }, 0);
+
+    let (crashed, body) = job.await.unwrap();
+    assert_eq!((crashed, error_code(&body).as_str()), (502, "worker_crashed"));
+    let ready = slots_alive(&pod, Some(busy)).await;
+    let after = pods.get(pod_name(&pod)).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after), before, "the container restarted or unreadied");
+    let (code, again) = post(&url, pdf).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"%PDF-"));
+    eprintln!(
+        "worker kill: worker {busy} (host pid {host_pid}, child of supervisor {supervisor}) of {} \
+         killed mid-job: that job {crashed} {}, the pod stayed Ready (restarts {}), its new \
+         worker {} answered the same request 200",
+        pod_name(&pod),
+        error_code(&body),
+        before.0,
+        ready["engine"]["workers"][0]["pid"],
+    );
+}
+
+async fn post_owned(url: String, body: Vec<u8>) -> (u16, Vec<u8>) {
+    post(&url, body).await
 }
