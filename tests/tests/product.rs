@@ -3,7 +3,8 @@
 //! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
 //! through the render Service, Office through Gotenberg's Service; drains under a steady load
 //! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
-//! force, the pool rolled by a spec change), and a worker killed from the host mid-job.
+//! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
+//! memory bomb in a render pod with a small memory limit.
 //!
 //! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
 //! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
@@ -11,15 +12,18 @@
 //! everything on it (the harness's reaper).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ResourceRequirements, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use renderpool_operator::crd::RenderPool;
 use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
 use renderpool_tests::load::{Load, Tally};
@@ -749,4 +753,131 @@ async fn a_worker_killed_from_the_host_fails_only_its_job_and_the_pod_stays_read
 
 async fn post_owned(url: String, body: Vec<u8>) -> (u16, Vec<u8>) {
     post(&url, body).await
+}
+
+/// Memory of the small render pod of the bomb test: the supervisor's 196Mi share and one
+/// 192Mi slot, with room to spare.
+const SMALL_MEMORY_MIB: u64 = 448;
+const SMALL_SLOT_MIB: u64 = 192;
+const MIB: u64 = 1 << 20;
+
+/// A bare Pod made from the pool's own render pod template (image, probes, security context,
+/// volumes) with a smaller memory limit and slot, and labels no Service or PDB selects.
+fn small_render_pod(template: &PodTemplateSpec, name: &str) -> Pod {
+    let mut spec = template.spec.clone().unwrap();
+    let container = &mut spec.containers[0];
+    let quantity = |q: &str| Quantity(q.to_string());
+    let resources = BTreeMap::from([
+        ("cpu".to_string(), quantity("600m")),
+        ("memory".to_string(), quantity(&format!("{SMALL_MEMORY_MIB}Mi"))),
+    ]);
+    container.resources = Some(ResourceRequirements {
+        requests: Some(resources.clone()),
+        limits: Some(resources),
+        ..ResourceRequirements::default()
+    });
+    for var in container.env.iter_mut().flatten() {
+        if var.name == "RENDERPOD_MEMORY_PER_SLOT" {
+            var.value = Some(format!("{SMALL_SLOT_MIB}Mi"));
+        }
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("app".to_string(), name.to_string())])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        ..Pod::default()
+    }
+}
+
+/// Deletes the bare pod when the test ends, even by a panic.
+struct DeletePod<'a>(&'a str, &'a str);
+
+impl Drop for DeletePod<'_> {
+    fn drop(&mut self) {
+        let deleted = run(Cluster::shared().kubectl().args([
+            "delete",
+            "pod",
+            self.1,
+            "-n",
+            self.0,
+            "--wait=false",
+            "--ignore-not-found",
+        ]));
+        if let Err(err) = deleted {
+            eprintln!("deleting {}: {err}", self.1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills_nothing() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
+    let template = deployments.get(&format!("{POOL}-render")).await.unwrap().spec.template;
+    // The node has no CPU left for another render pod: the pool lends one of its pods' share.
+    let _back = BackToTwo(product);
+    scale_pool(product, 1).await;
+    let name = "render-small-memory";
+    let pods: Api<Pod> = Api::namespaced(client, product.namespace());
+    let delete = DeletePod(product.namespace(), name);
+    pods.create(&PostParams::default(), &small_render_pod(&template, name)).await.unwrap();
+    let pod =
+        wait_for(Duration::from_secs(120), || async { pods.get(name).await.ok().filter(is_ready) })
+            .await
+            .unwrap_or_else(|| panic!("{name} never became Ready"));
+    eprintln!("{name} start to Ready: {}s", start_to_ready_seconds(&pod));
+    let limit = node.container_cgroup(&pod, "memory", "memory.limit_in_bytes").unwrap();
+    assert_eq!(limit, (SMALL_MEMORY_MIB * MIB).to_string());
+    let ready = get_json(&format!("{}/readyz", pod_url(&pod))).await;
+    assert_eq!(ready["plan"]["limits"]["memory_bytes"], SMALL_MEMORY_MIB * MIB, "{ready}");
+    assert_eq!(ready["engine"]["memory_ceiling_bytes"], SMALL_SLOT_MIB * MIB, "{ready}");
+    let (restarts, _) = restarts_and_ready_since(&pod);
+
+    let started = Instant::now();
+    let url = format!("{}/v1/render?page=1", pod_url(&pod));
+    let (code, body) = post(&url, renderpool_testkit::bombs::xobject_fanout(8, 8)).await;
+    let took = started.elapsed();
+    assert_eq!((code, error_code(&body).as_str()), (422, "memory_limit_exceeded"));
+    let cgroup = |file: &str| node.container_cgroup(&pod, "memory", file).unwrap();
+    let oom_control = cgroup("memory.oom_control");
+    let (failcnt, peak) = (cgroup("memory.failcnt"), cgroup("memory.max_usage_in_bytes"));
+    let field = |name: &str| {
+        let line = oom_control.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.split(' ').nth(1)).unwrap_or_else(|| panic!("{oom_control}"))
+    };
+    // Neither the kernel's OOM killer nor the kubelet took anything: the worker's own ceiling
+    // stopped the bomb below the container's limit.
+    assert_eq!(field("under_oom"), "0", "{oom_control}");
+    assert_eq!(field("oom_kill"), "0", "{oom_control}");
+    let ready = slots_alive(&pod, None).await;
+    let after = pods.get(name).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after).0, restarts, "the container restarted");
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let (next, png) = post(&format!("{}{LOAD_REQUEST}", pod_url(&pod)), pdf).await;
+    assert_eq!(next, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+    eprintln!(
+        "memory bomb (form XObject fan-out 8^8) on {name} ({SMALL_MEMORY_MIB}Mi limit, {SMALL_SLOT_MIB}Mi slot): \
+         {code} {} after {:.1}s; container restarts {restarts}; cgroup memory.failcnt \
+         {failcnt}, max_usage_in_bytes {peak} ({:.0} MiB), oom_control {}; the supervisor \
+         serves (slots alive {}), the next render answered 200",
+        error_code(&body),
+        took.as_secs_f64(),
+        peak.parse::<f64>().unwrap() / MIB as f64,
+        oom_control.replace('\n', ", "),
+        ready["engine"]["alive"],
+    );
+    drop(delete);
+    let gone = wait_for(Duration::from_secs(90), || async {
+        pods.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{name} was not deleted");
+    scale_pool(product, 2).await;
 }
