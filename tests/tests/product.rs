@@ -459,11 +459,7 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         finished_after > Duration::from_secs(5),
         "too short to show a drain: {finished_after:?}"
     );
-    let gone = wait_for(Duration::from_secs(90), || async {
-        pods.get_opt(&leaving_name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "{leaving_name} outlived its grace period");
+    wait_gone(&pods, &leaving_name).await;
     eprintln!(
         "drain: {in_flight} of {in_flight} renders in flight completed, {:.1}s after they were \
          sent and {:.1}s after the delete; the pod was gone {:.1}s after it; {sent} new \
@@ -504,6 +500,16 @@ fn nothing_lost(what: &str, tally: &Tally) {
     assert!(tally.admitted > 0, "{what}: the load sent nothing");
     assert!(tally.failed.is_empty(), "{what}: failed requests: {:#?}", tally.failed);
     assert_eq!(tally.completed, tally.admitted, "{what}: {tally}");
+}
+
+/// Waits until pod `name` no longer exists, allowing its termination grace period (about 40 s
+/// for the example's render pods) and then some.
+async fn wait_gone(pods: &Api<Pod>, name: &str) {
+    let gone = wait_for(Duration::from_secs(90), || async {
+        pods.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{name} outlived its grace period");
 }
 
 /// Every render pod of the pool, terminating ones too.
@@ -594,11 +600,7 @@ async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_se
     assert!(refused.message.contains("disruption budget"), "{refused:?}");
     eprintln!("second eviction, of {kept}, refused: {} {}", refused.code, refused.message);
 
-    let gone = wait_for(Duration::from_secs(90), || async {
-        pods.get_opt(&evicted).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "{evicted} outlived its grace period");
+    wait_gone(&pods, &evicted).await;
     let gone_after = evicted_at.elapsed();
     settled_at(product, 2).await;
     let tally = load.stop().await;
@@ -874,10 +876,6 @@ async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills
         ready["engine"]["alive"],
     );
     drop(delete);
-    let gone = wait_for(Duration::from_secs(90), || async {
-        pods.get_opt(name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "{name} was not deleted");
+    wait_gone(&pods, name).await;
     scale_pool(product, 2).await;
 }
