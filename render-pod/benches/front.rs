@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::raw::{ms, percentile};
-use common::{Server, bombs, raw};
+use common::{Server, raw};
+use renderpool_testkit::bombs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -27,8 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::raw::{percentile, probe};
-use common::{Server, bombs, doc, raw};
+use common::{Server, doc, raw};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
+use renderpool_testkit::bombs;
 
 /// Pages of R-intro.pdf (a text manual) rendered per pass.
 const PAGES: u32 = 40;

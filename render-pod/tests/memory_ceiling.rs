@@ -12,8 +12,9 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{MemoryGroup, Server, bombs, doc, error_code};
+use common::{MemoryGroup, Server, doc, error_code};
 use render_pod::engine::WORKER_OOM_SCORE_ADJ;
+use renderpool_testkit::bombs;
 
 const MIB: u64 = 1 << 20;
 

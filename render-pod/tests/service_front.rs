@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::raw::{ms, percentile};
-use common::{Server, bombs, doc, raw};
+use common::{Server, doc, raw};
+use renderpool_testkit::bombs;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{Server, bombs, error_code};
+use common::{Server, error_code};
+use renderpool_testkit::bombs;
 
 #[tokio::test]
 async fn extract_of_a_long_document_answers_its_first_pages_and_says_it_cut() {

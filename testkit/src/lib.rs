@@ -8,7 +8,10 @@
 //!   declares the capability (`RENDERPOOL_CAPABILITIES`, set by `.ci/run`) fails the test
 //!   instead.
 //! - [`metrics::sum`]: one metric's value from a Prometheus text exposition.
+//! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
+//!   pod's tests on a host process and on the real node alike.
 
+pub mod bombs;
 pub mod corpus;
 pub mod metrics;
 mod skip;

@@ -4,6 +4,7 @@
 pub mod balancer;
 pub mod cluster;
 pub mod gotenberg;
+pub mod load;
 mod mounts;
 pub mod oci;
 pub mod operator;

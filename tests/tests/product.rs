@@ -1,22 +1,32 @@
 //! The whole product on the real node, as a cluster runs it: the chart's operator as pods from
 //! its image with the token the kubelet mounts, `helm test`'s hook pod, the RenderPool of
 //! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
-//! through the render Service, Office through Gotenberg's Service, and a render pod deleted with
-//! a render in flight.
+//! through the render Service, Office through Gotenberg's Service; drains under a steady load
+//! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
+//! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
+//! memory bomb in a render pod with a small memory limit.
 //!
 //! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
-//! turns ([`turn`]); each leaves it as it found it: Ready, two render pods. The test process's
-//! end tears the node down with everything on it (the harness's reaper).
+//! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
+//! room scales it to one pod for a while). The test process's end tears the node down with
+//! everything on it (the harness's reaper).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ResourceRequirements, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use renderpool_operator::crd::RenderPool;
 use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
+use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
 use renderpool_tests::{repo_root, wait_for};
 use serde_json::Value;
@@ -24,7 +34,7 @@ use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
 #[path = "e2e/operator_support.rs"]
 mod operator_support;
-use operator_support::{is_settled, metric_sum, wait_pool};
+use operator_support::{container_env, is_settled, metric_sum, wait_pool};
 
 /// The example's pool name and render port.
 const POOL: &str = "previews";
@@ -49,7 +59,7 @@ struct Product {
 
 async fn product() -> &'static Product {
     static PRODUCT: OnceCell<Product> = OnceCell::const_new();
-    PRODUCT
+    let product = PRODUCT
         .get_or_init(|| async {
             let (cluster, node) = node();
             eprintln!(
@@ -77,7 +87,10 @@ async fn product() -> &'static Product {
             );
             Product { namespace }
         })
-        .await
+        .await;
+    // Whole again, should a test that failed have left it scaled in or rolling.
+    settled_at(product, 2).await;
+    product
 }
 
 fn gotenberg_ready(pool: &RenderPool) -> bool {
@@ -386,6 +399,8 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     })
     .await;
     assert!(queued.is_some(), "the renders never lined up on {}", pod_name(leaving));
+    // Started after the line-up above, so that the line-up counted the watermarks alone.
+    let load = steady_load(product).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), product.namespace());
     let deleted_at = Instant::now();
@@ -444,11 +459,7 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         finished_after > Duration::from_secs(5),
         "too short to show a drain: {finished_after:?}"
     );
-    let gone = wait_for(Duration::from_secs(90), || async {
-        pods.get_opt(&leaving_name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "{leaving_name} outlived its grace period");
+    wait_gone(&pods, &leaving_name).await;
     eprintln!(
         "drain: {in_flight} of {in_flight} renders in flight completed, {:.1}s after they were \
          sent and {:.1}s after the delete; the pod was gone {:.1}s after it; {sent} new \
@@ -460,11 +471,8 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     );
 
     // The Deployment replaces it; the pool is whole again for the next test.
-    let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, product.namespace());
-    wait_pool(&pools, POOL, Duration::from_secs(180), |pool| {
-        is_settled(pool) && pool.status.as_ref().is_some_and(|s| s.ready_replicas == 2)
-    })
-    .await;
+    settled_at(product, 2).await;
+    nothing_lost("pod deletion", &load.stop().await);
     let replacement = product.pods("render").await;
     let replacement = replacement.iter().find(|p| pod_name(p) != pod_name(staying)).unwrap();
     eprintln!(
@@ -472,4 +480,402 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         pod_name(replacement),
         start_to_ready_seconds(replacement)
     );
+}
+
+/// The request the steady loads send: one page of R-intro at 72 dpi, a fraction of a second on
+/// a 0.6 CPU slot.
+const LOAD_REQUEST: &str = "/v1/render?page=1&dpi=72";
+/// Clients of a steady load: two, so both pods are busy and a pod that leaves had work.
+const LOAD_CLIENTS: usize = 2;
+
+/// A steady load through the render Service.
+async fn steady_load(product: &Product) -> Load {
+    let url = format!("{}{LOAD_REQUEST}", product.service_url("render").await);
+    Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), LOAD_CLIENTS)
+}
+
+/// Prints a load's tally and asserts that every admitted request completed.
+fn nothing_lost(what: &str, tally: &Tally) {
+    eprintln!("{what} under a steady load: {tally}");
+    assert!(tally.admitted > 0, "{what}: the load sent nothing");
+    assert!(tally.failed.is_empty(), "{what}: failed requests: {:#?}", tally.failed);
+    assert_eq!(tally.completed, tally.admitted, "{what}: {tally}");
+}
+
+/// Waits until pod `name` no longer exists, allowing its termination grace period (about 40 s
+/// for the example's render pods) and then some.
+async fn wait_gone(pods: &Api<Pod>, name: &str) {
+    let gone = wait_for(Duration::from_secs(90), || async {
+        pods.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{name} outlived its grace period");
+}
+
+/// Every render pod of the pool, terminating ones too.
+async fn all_render_pods(product: &Product) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, product.namespace());
+    let selector = format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component=render");
+    pods.list(&ListParams::default().labels(&selector)).await.unwrap().items
+}
+
+/// Waits until the pool is settled with `replicas` Ready render pods and no other (a pod still
+/// terminating holds its CPU on the full node).
+async fn settled_at(product: &Product, replicas: i32) {
+    let pools: Api<RenderPool> =
+        Api::namespaced(Cluster::shared().client().await, product.namespace());
+    wait_pool(&pools, POOL, Duration::from_secs(180), |pool| {
+        is_settled(pool)
+            && pool.spec.replicas == replicas
+            && pool.status.as_ref().is_some_and(|s| s.ready_replicas == replicas)
+    })
+    .await;
+    let alone = wait_for(Duration::from_secs(90), || async {
+        let pods = all_render_pods(product).await;
+        (pods.len() == replicas as usize && pods.iter().all(is_ready)).then_some(())
+    })
+    .await;
+    assert!(alone.is_some(), "the pool did not come to {replicas} Ready render pods");
+}
+
+/// Scales the pool through its /scale subresource, as `kubectl scale` does, and waits for it.
+async fn scale_pool(product: &Product, replicas: i32) {
+    scale_pool_now(product.namespace(), replicas).unwrap();
+    settled_at(product, replicas).await;
+}
+
+fn scale_pool_now(namespace: &str, replicas: i32) -> Result<String, String> {
+    run(Cluster::shared()
+        .kubectl()
+        .args(["scale", "renderpool", POOL, "-n", namespace])
+        .arg(format!("--replicas={replicas}")))
+    .map_err(|err| err.to_string())
+}
+
+/// Scales the pool back to its two pods when a test that scaled it fails (the next test waits
+/// for it to settle).
+struct BackToTwo<'a>(&'a Product);
+
+impl Drop for BackToTwo<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Err(err) = scale_pool_now(self.0.namespace(), 2)
+        {
+            eprintln!("scaling {POOL} back to 2: {err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_second() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    // The PDB (maxUnavailable 1) allows one disruption once its controller has seen both pods.
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), product.namespace());
+    let pdb_name = format!("{POOL}-render");
+    let allowed = wait_for(Duration::from_secs(60), || async {
+        let status = pdbs.get(&pdb_name).await.ok()?.status?;
+        (status.disruptions_allowed == Some(1) && status.current_healthy == Some(2)).then_some(())
+    })
+    .await;
+    assert!(allowed.is_some(), "{pdb_name} never allowed one disruption");
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let (evicted, kept) = (pod_name(&render[0]).to_string(), pod_name(&render[1]).to_string());
+
+    let load = steady_load(product).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // What `kubectl drain` does for each pod: a policy/v1 Eviction, which the API server checks
+    // against the PDB. A client that retries a 429 would wait until the budget allows the
+    // second one (once the replacement is Ready): this one reports the refusal.
+    let pods: Api<Pod> =
+        Api::namespaced(cluster.client_without_retries().await, product.namespace());
+    let evicted_at = Instant::now();
+    pods.evict(&evicted, &EvictParams::default()).await.unwrap();
+    let refused = pods.evict(&kept, &EvictParams::default()).await;
+    let Err(kube::Error::Api(refused)) = refused else { panic!("second eviction: {refused:?}") };
+    assert_eq!(refused.code, 429, "{refused:?}");
+    assert!(refused.message.contains("disruption budget"), "{refused:?}");
+    eprintln!("second eviction, of {kept}, refused: {} {}", refused.code, refused.message);
+
+    wait_gone(&pods, &evicted).await;
+    let gone_after = evicted_at.elapsed();
+    settled_at(product, 2).await;
+    let tally = load.stop().await;
+    assert!(pods.get_opt(&kept).await.unwrap().is_some(), "{kept} was evicted too");
+    eprintln!(
+        "eviction: {evicted} gone {:.1}s after it, the pool whole again {:.1}s after it",
+        gone_after.as_secs_f64(),
+        evicted_at.elapsed().as_secs_f64()
+    );
+    nothing_lost("eviction with the PDB in force", &tally);
+}
+
+#[tokio::test]
+async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    // The render Deployment surges first and never goes below its replicas: on this full node
+    // the surge pod could not be scheduled and the roll would never progress. So the test
+    // scales the pool to one pod (the surge then fits), rolls it, and scales it back.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
+    let deployment_name = format!("{POOL}-render");
+    let strategy = deployments.get(&deployment_name).await.unwrap().spec.strategy;
+    let rolling = strategy.and_then(|s| s.rolling_update).unwrap();
+    assert_eq!(
+        (rolling.max_surge, rolling.max_unavailable),
+        (Some(IntOrString::Int(1)), Some(IntOrString::Int(0)))
+    );
+    let before: Vec<String> =
+        product.pods("render").await.iter().map(|p| pod_name(p).to_string()).collect();
+    let pools: Api<RenderPool> = Api::namespaced(client, product.namespace());
+    let drain_delay = product.pool().await.spec.drain_delay_ms;
+
+    let load = steady_load(product).await;
+    let _back = BackToTwo(product);
+    let started = Instant::now();
+    scale_pool(product, 1).await;
+    let scaled_in = started.elapsed();
+    // A spec field that changes only the render pods' template (their env).
+    let changed = drain_delay + 500;
+    let patch = serde_json::json!({ "spec": { "drainDelayMs": changed } });
+    pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let rolled = wait_for(Duration::from_secs(180), || async {
+        let deployment = deployments.get(&deployment_name).await.ok()?;
+        let env = container_env(&deployment);
+        let status = deployment.status?;
+        let done = env.get("RENDERPOD_DRAIN_DELAY_MS") == Some(&changed.to_string())
+            && status.observed_generation == deployment.metadata.generation
+            && status.updated_replicas == Some(1)
+            && status.ready_replicas == Some(1)
+            && status.replicas == Some(1);
+        done.then_some(())
+    })
+    .await;
+    assert!(rolled.is_some(), "the roll did not finish");
+    settled_at(product, 1).await;
+    let rolled_in = started.elapsed();
+    scale_pool(product, 2).await;
+    let tally = load.stop().await;
+    let after = product.pods("render").await;
+    for pod in &after {
+        assert!(!before.iter().any(|b| b == pod_name(pod)), "{} was not replaced", pod_name(pod));
+    }
+    eprintln!(
+        "roll: scaled to 1 in {:.1}s, rolled by drainDelayMs {drain_delay} -> {changed} by \
+         {:.1}s, back at 2 by {:.1}s",
+        scaled_in.as_secs_f64(),
+        rolled_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    nothing_lost("scale to 1, roll, scale to 2", &tally);
+}
+
+/// The `error.code` of a render pod's JSON error body.
+fn error_code(body: &[u8]) -> String {
+    let body: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(body)));
+    body["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+/// The first container's restart count, and when the pod last became Ready.
+fn restarts_and_ready_since(pod: &Pod) -> (i32, String) {
+    let status = pod.status.as_ref().unwrap();
+    let restarts = status.container_statuses.as_ref().unwrap()[0].restart_count;
+    let conditions = status.conditions.as_ref().unwrap();
+    let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{} is not Ready", pod_name(pod));
+    (restarts, format!("{:?}", ready.last_transition_time))
+}
+
+/// Waits until the pod's /readyz is ok with every slot's worker alive and none of them `gone`.
+async fn slots_alive(pod: &Pod, gone: Option<u64>) -> Value {
+    let url = format!("{}/readyz", pod_url(pod));
+    let ready = wait_for(Duration::from_secs(30), || async {
+        let ready = get_json(&url).await;
+        let workers = ready["engine"]["workers"].as_array()?;
+        let alive = workers.iter().all(|w| w["pid"].as_u64().is_some_and(|pid| Some(pid) != gone));
+        (ready["ready"] == true && alive).then_some(ready)
+    })
+    .await;
+    ready.unwrap_or_else(|| panic!("{} did not get its slot back", pod_name(pod)))
+}
+
+#[tokio::test]
+async fn a_worker_killed_from_the_host_fails_only_its_job_and_the_pod_stays_ready() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await, product.namespace());
+    let pod = product.pods("render").await.remove(0);
+    let before = restarts_and_ready_since(&pod);
+
+    // A slow job (R-intro watermarked, seconds on 0.6 CPU) on the pod's one slot.
+    let url = format!("{}/v1/watermark?text=DRAFT", pod_url(&pod));
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let job = tokio::spawn(post_owned(url.clone(), pdf.clone()));
+    let ready_url = format!("{}/readyz", pod_url(&pod));
+    let busy = wait_for(Duration::from_secs(20), || async {
+        let ready = get_json(&ready_url).await;
+        let workers = ready["engine"]["workers"].as_array()?.clone();
+        workers.iter().find(|w| w["busy"] == true).and_then(|w| w["pid"].as_u64())
+    })
+    .await;
+    let busy = busy.unwrap_or_else(|| panic!("no worker of {} became busy", pod_name(&pod)));
+    let host_pid = node.host_pid(&pod, busy as u32).unwrap();
+    let supervisor = node.host_pid(&pod, 1).unwrap();
+    let parent = std::fs::read_to_string(format!("/proc/{host_pid}/stat")).unwrap();
+    let parent = parent.rsplit(") ").next().unwrap().split(' ').nth(1).unwrap().to_string();
+    assert_eq!(parent, supervisor.to_string(), "the worker is the supervisor's child");
+    // SAFETY: kill(2) on a pid this test found in the container's cgroup; no memory is shared.
+    assert_eq!(unsafe { libc::kill(host_pid as i32, libc::SIGKILL) }, 0);
+
+    let (crashed, body) = job.await.unwrap();
+    assert_eq!((crashed, error_code(&body).as_str()), (502, "worker_crashed"));
+    let ready = slots_alive(&pod, Some(busy)).await;
+    let after = pods.get(pod_name(&pod)).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after), before, "the container restarted or unreadied");
+    let (code, again) = post(&url, pdf).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"%PDF-"));
+    eprintln!(
+        "worker kill: worker {busy} (host pid {host_pid}, child of supervisor {supervisor}) of {} \
+         killed mid-job: that job {crashed} {}, the pod stayed Ready (restarts {}), its new \
+         worker {} answered the same request 200",
+        pod_name(&pod),
+        error_code(&body),
+        before.0,
+        ready["engine"]["workers"][0]["pid"],
+    );
+}
+
+async fn post_owned(url: String, body: Vec<u8>) -> (u16, Vec<u8>) {
+    post(&url, body).await
+}
+
+/// Memory of the small render pod of the bomb test: the supervisor's 196Mi share and one
+/// 192Mi slot, with room to spare.
+const SMALL_MEMORY_MIB: u64 = 448;
+const SMALL_SLOT_MIB: u64 = 192;
+const MIB: u64 = 1 << 20;
+
+/// A bare Pod made from the pool's own render pod template (image, probes, security context,
+/// volumes) with a smaller memory limit and slot, and labels no Service or PDB selects.
+fn small_render_pod(template: &PodTemplateSpec, name: &str) -> Pod {
+    let mut spec = template.spec.clone().unwrap();
+    let container = &mut spec.containers[0];
+    let quantity = |q: &str| Quantity(q.to_string());
+    let resources = BTreeMap::from([
+        ("cpu".to_string(), quantity("600m")),
+        ("memory".to_string(), quantity(&format!("{SMALL_MEMORY_MIB}Mi"))),
+    ]);
+    container.resources = Some(ResourceRequirements {
+        requests: Some(resources.clone()),
+        limits: Some(resources),
+        ..ResourceRequirements::default()
+    });
+    for var in container.env.iter_mut().flatten() {
+        if var.name == "RENDERPOD_MEMORY_PER_SLOT" {
+            var.value = Some(format!("{SMALL_SLOT_MIB}Mi"));
+        }
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("app".to_string(), name.to_string())])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        ..Pod::default()
+    }
+}
+
+/// Deletes the bare pod when the test ends, even by a panic.
+struct DeletePod<'a>(&'a str, &'a str);
+
+impl Drop for DeletePod<'_> {
+    fn drop(&mut self) {
+        let deleted = run(Cluster::shared().kubectl().args([
+            "delete",
+            "pod",
+            self.1,
+            "-n",
+            self.0,
+            "--wait=false",
+            "--ignore-not-found",
+        ]));
+        if let Err(err) = deleted {
+            eprintln!("deleting {}: {err}", self.1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills_nothing() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
+    let template = deployments.get(&format!("{POOL}-render")).await.unwrap().spec.template;
+    // The node has no CPU left for another render pod: the pool lends one of its pods' share.
+    let _back = BackToTwo(product);
+    scale_pool(product, 1).await;
+    let name = "render-small-memory";
+    let pods: Api<Pod> = Api::namespaced(client, product.namespace());
+    let delete = DeletePod(product.namespace(), name);
+    pods.create(&PostParams::default(), &small_render_pod(&template, name)).await.unwrap();
+    let pod =
+        wait_for(Duration::from_secs(120), || async { pods.get(name).await.ok().filter(is_ready) })
+            .await
+            .unwrap_or_else(|| panic!("{name} never became Ready"));
+    eprintln!("{name} start to Ready: {}s", start_to_ready_seconds(&pod));
+    let limit = node.container_cgroup(&pod, "memory", "memory.limit_in_bytes").unwrap();
+    assert_eq!(limit, (SMALL_MEMORY_MIB * MIB).to_string());
+    let ready = get_json(&format!("{}/readyz", pod_url(&pod))).await;
+    assert_eq!(ready["plan"]["limits"]["memory_bytes"], SMALL_MEMORY_MIB * MIB, "{ready}");
+    assert_eq!(ready["engine"]["memory_ceiling_bytes"], SMALL_SLOT_MIB * MIB, "{ready}");
+    let (restarts, _) = restarts_and_ready_since(&pod);
+
+    let started = Instant::now();
+    let url = format!("{}/v1/render?page=1", pod_url(&pod));
+    let (code, body) = post(&url, renderpool_testkit::bombs::xobject_fanout(8, 8)).await;
+    let took = started.elapsed();
+    assert_eq!((code, error_code(&body).as_str()), (422, "memory_limit_exceeded"));
+    let cgroup = |file: &str| node.container_cgroup(&pod, "memory", file).unwrap();
+    let oom_control = cgroup("memory.oom_control");
+    let (failcnt, peak) = (cgroup("memory.failcnt"), cgroup("memory.max_usage_in_bytes"));
+    let field = |name: &str| {
+        let line = oom_control.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.split(' ').nth(1)).unwrap_or_else(|| panic!("{oom_control}"))
+    };
+    // Neither the kernel's OOM killer nor the kubelet took anything: the worker's own ceiling
+    // stopped the bomb below the container's limit.
+    assert_eq!(field("under_oom"), "0", "{oom_control}");
+    assert_eq!(field("oom_kill"), "0", "{oom_control}");
+    let ready = slots_alive(&pod, None).await;
+    let after = pods.get(name).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after).0, restarts, "the container restarted");
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let (next, png) = post(&format!("{}{LOAD_REQUEST}", pod_url(&pod)), pdf).await;
+    assert_eq!(next, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+    eprintln!(
+        "memory bomb (form XObject fan-out 8^8) on {name} ({SMALL_MEMORY_MIB}Mi limit, {SMALL_SLOT_MIB}Mi slot): \
+         {code} {} after {:.1}s; container restarts {restarts}; cgroup memory.failcnt \
+         {failcnt}, max_usage_in_bytes {peak} ({:.0} MiB), oom_control {}; the supervisor \
+         serves (slots alive {}), the next render answered 200",
+        error_code(&body),
+        took.as_secs_f64(),
+        peak.parse::<f64>().unwrap() / MIB as f64,
+        oom_control.replace('\n', ", "),
+        ready["engine"]["alive"],
+    );
+    drop(delete);
+    wait_gone(&pods, name).await;
+    scale_pool(product, 2).await;
 }

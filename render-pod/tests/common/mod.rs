@@ -4,7 +4,6 @@
 //! `renderpool_testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-pub mod bombs;
 pub mod raw;
 
 use std::io::ErrorKind;

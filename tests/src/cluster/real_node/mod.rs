@@ -198,6 +198,27 @@ impl RealNode {
         Ok(value.trim().to_string())
     }
 
+    /// The host's pid of the process numbered `pid` inside a running pod's first container (the
+    /// numbers its own `/readyz` reports): found among the container cgroup's processes by the
+    /// last field of their `NSpid`.
+    pub fn host_pid(&self, pod: &Pod, pid: u32) -> Result<u32, ClusterError> {
+        let procs = self.container_cgroup(pod, "memory", "cgroup.procs")?;
+        let inside = pid.to_string();
+        procs
+            .lines()
+            .filter_map(|host| host.trim().parse::<u32>().ok())
+            .find(|host| {
+                let status = std::fs::read_to_string(format!("/proc/{host}/status"));
+                status.is_ok_and(|status| {
+                    let nspid = status.lines().find(|l| l.starts_with("NSpid:"));
+                    nspid.and_then(|l| l.split_whitespace().last()) == Some(inside.as_str())
+                })
+            })
+            .ok_or_else(|| {
+                ClusterError::Setup(format!("no process {pid} in the container: {procs}"))
+            })
+    }
+
     /// The node's daemons by name, with their pids (for resource figures).
     pub fn daemons(&self) -> &[(&'static str, u32)] {
         &self.daemons
