@@ -63,6 +63,9 @@ struct SlotStatus {
     pid: AtomicU32,
     busy: AtomicBool,
     jobs: AtomicU64,
+    /// Its worker is being replaced at once (a recycle, or a death after a healthy life), not
+    /// backing off from a crash loop.
+    replacing: AtomicBool,
 }
 
 /// State shared by the slots and the front.
@@ -83,6 +86,8 @@ pub struct WorkerView {
     pub slot: usize,
     /// Worker process id; `None` while the slot is (re)starting its worker.
     pub pid: Option<u32>,
+    /// The slot is starting its next worker at once: it takes jobs again within moments.
+    pub replacing: bool,
     /// Running a job now.
     pub busy: bool,
     /// Jobs this worker has run.
@@ -98,6 +103,8 @@ pub struct EngineStatus {
     pub slots: u32,
     /// Slots with a live worker.
     pub alive: u32,
+    /// Slots starting their next worker at once (not backing off from a crash loop).
+    pub replacing: u32,
     /// Slots running a job.
     pub busy: u32,
     /// Places taken: jobs waiting, and places reserved for bodies still coming in.
@@ -295,10 +302,11 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(slot, s)| {
-                let pid = Some(s.pid.load(Ordering::Relaxed)).filter(|p| *p != 0);
+                let pid = Some(s.pid.load(Ordering::Acquire)).filter(|p| *p != 0);
                 WorkerView {
                     slot,
                     pid,
+                    replacing: pid.is_none() && s.replacing.load(Ordering::Relaxed),
                     busy: s.busy.load(Ordering::Relaxed),
                     jobs: s.jobs.load(Ordering::Relaxed),
                     memory: pid.and_then(procfs::memory),
@@ -311,6 +319,7 @@ impl Engine {
         EngineStatus {
             slots: self.shared.config.slots,
             alive: count(&|w| w.pid.is_some()),
+            replacing: count(&|w| w.replacing),
             busy: count(&|w| w.busy),
             queued: self.queued(),
             queue_depth: self.shared.config.queue_depth,

@@ -38,6 +38,7 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
             Ok(worker) => worker,
             Err(error) => {
                 tracing::error!(slot = index, %error, "worker failed to start");
+                status.replacing.store(false, Ordering::Relaxed);
                 metrics.restart("spawn_failed");
                 if sleep_unless_shutdown(backoff.after_exit(true), &mut shutdown).await {
                     break;
@@ -50,7 +51,10 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
         status.jobs.store(0, Ordering::Relaxed);
         metrics.slot_state(Some("down"), "idle");
         let end = serve(&shared, status, &mut worker, &mut shutdown).await;
-        status.pid.store(0, Ordering::Relaxed);
+        // Set before the pid goes (released with it), so readiness never sees a slot that is
+        // neither alive nor replacing; a live pid makes the flag moot, so it is never cleared.
+        status.replacing.store(true, Ordering::Relaxed);
+        status.pid.store(0, Ordering::Release);
         metrics.slot_state(Some("idle"), "down");
         let died_young = worker.age() < HEALTHY_LIFETIME;
         let pid = worker.pid();
@@ -62,6 +66,8 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
         tracing::info!(slot = index, pid, reason, "replacing worker");
         metrics.restart(reason);
         let delay = backoff.after_exit(died_young && reason == "crash");
+        // A crash-looping slot waits out its backoff: it does not count towards readiness.
+        status.replacing.store(delay.is_zero(), Ordering::Relaxed);
         if sleep_unless_shutdown(delay, &mut shutdown).await {
             break;
         }
