@@ -106,7 +106,7 @@ async fn flood(server: &Server, total: usize, body: &Arc<Vec<u8>>, label: &str) 
         },
         ready["engine"]["queue_depth"]
     );
-    let prober = raw::Prober::start(&addr, Duration::from_millis(2));
+    let prober = raw::Prober::start(&addr, "/healthz", Duration::from_millis(2));
     let started = Instant::now();
     let queue = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..AT_ONCE.min(total))

@@ -257,7 +257,7 @@ async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) 
     let prober = std::thread::spawn(move || {
         (0..1000)
             .map(|_| {
-                let latency = probe(&addr);
+                let latency = probe(&addr, "/healthz");
                 std::thread::sleep(Duration::from_millis(2));
                 latency
             })

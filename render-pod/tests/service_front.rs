@@ -31,7 +31,7 @@ async fn an_upload_flood_is_refused_before_it_is_sent_and_the_front_stays_in_bud
     assert_eq!(server.metric("renderpod_upload_budget_bytes", &[]).await, (32 * MIB) as f64);
     let body = Arc::new(bombs::padded_page(4_700_000));
     let addr = raw::addr(&server.base);
-    let prober = raw::Prober::start(&addr, Duration::from_millis(5));
+    let prober = raw::Prober::start(&addr, "/healthz", Duration::from_millis(5));
     let (mut admitted, mut refused, mut refusal_times) = (0, 0, Vec::new());
     let mut by_code = std::collections::BTreeMap::<String, u32>::new();
     for _wave in 0..3 {

@@ -135,20 +135,21 @@ pub fn peak_rss(pid: u32) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
 }
 
-/// `GET /healthz` on a fresh connection, as a kubelet probes: the time from connecting to the
-/// whole answer, which must be a 200.
-pub fn probe(addr: &str) -> Duration {
+/// `GET path` (`/healthz`, `/readyz`) on a fresh connection, as a kubelet probes: the time from
+/// connecting to the whole answer, which must be a 200.
+pub fn probe(addr: &str, path: &str) -> Duration {
     use std::io::{Read, Write};
     let start = Instant::now();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_nodelay(true).unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).unwrap();
     let elapsed = start.elapsed();
     assert!(
         answer.starts_with(b"HTTP/1.1 200"),
-        "healthz answered {:?}",
+        "{path} answered {:?}",
         String::from_utf8_lossy(&answer)
     );
     elapsed
@@ -172,14 +173,14 @@ pub struct Prober {
 }
 
 impl Prober {
-    /// Starts probing `addr`.
-    pub fn start(addr: &str, every: Duration) -> Self {
+    /// Starts probing `path` on `addr`.
+    pub fn start(addr: &str, path: &'static str, every: Duration) -> Self {
         let (addr, stop) = (addr.to_string(), Arc::new(AtomicBool::new(false)));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut latencies = Vec::new();
             while !stopped.load(Ordering::Relaxed) {
-                latencies.push(probe(&addr));
+                latencies.push(probe(&addr, path));
                 std::thread::sleep(every);
             }
             latencies
