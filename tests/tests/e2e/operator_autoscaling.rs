@@ -113,8 +113,12 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     assert!(back.is_some(), "the deleted autoscaler was not recreated");
 
     // A new generation that changes nothing of the autoscaler writes none.
-    let writes = autoscaler_writes(operator, ns.name());
-    assert!(writes >= 2, "the create and the re-create are in the log ({writes})");
+    let writes = wait_for(WAIT, || async {
+        let n = autoscaler_writes(operator, ns.name());
+        (n >= 2).then_some(n)
+    })
+    .await
+    .expect("the create and the re-create are in the operator's log");
     apply(Some(json!({"maxReplicas": 4})), 9);
     wait_pool(&pools, "elastic", WAIT, |p| is_settled(p) && p.metadata.generation == Some(2)).await;
     assert_eq!(autoscaler_writes(operator, ns.name()), writes, "no autoscaler write");
