@@ -1,7 +1,8 @@
 //! `spec.autoscaling`: the HorizontalPodAutoscaler the operator keeps (its shape, recreated when
-//! deleted, updated with the spec, removed when autoscaling is turned off, a person's own left
-//! alone), bad autoscaling specs refused by the API server, and the real kube-controller-manager's
-//! HPA controller driving the pool through /scale while the operator follows and never resets it.
+//! deleted, updated with the spec, removed when autoscaling is turned off; a person's own HPA and
+//! a person's do-not-disrupt on the render pods left alone), bad autoscaling specs refused by the
+//! API server, and the real kube-controller-manager's HPA controller driving the pool through
+//! /scale while the operator follows and never resets it.
 
 use std::time::Duration;
 
@@ -73,6 +74,7 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     let client = cluster.client().await;
     let pools: Api<RenderPool> = Api::namespaced(client.clone(), ns.name());
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), ns.name());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     let apply = |autoscaling: Option<Value>, queue_depth: i32| {
         kubectl_apply(
             cluster,
@@ -161,7 +163,23 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     });
     kubectl_apply(cluster, ns.name(), &own.to_string()).unwrap();
     let theirs = hpas.get("elastic").await.unwrap().metadata.uid;
+    // So is a person's do-not-disrupt on the render pods' template, through the operator's
+    // next apply of that Deployment (the queue depth changes its env).
+    let pin = r#"{"spec":{"template":{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}}}}"#;
+    run(cluster.kubectl().args(["patch", "deployment", "elastic-render", "-n", ns.name()]).args([
+        "--type=merge",
+        "-p",
+        pin,
+    ]))
+    .unwrap();
     apply(None, 10);
+    let render = wait_deployment(&deployments, "elastic-render", WAIT, |d| {
+        container_env(d)["RENDERPOD_QUEUE_DEPTH"] == "10"
+    })
+    .await;
+    let annotations = render.spec.template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(annotations["karpenter.sh/do-not-disrupt"], "true", "{annotations:?}");
+    assert_eq!(annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"], "true");
     let generation = pools.get("elastic").await.unwrap().metadata.generation;
     wait_pool(&pools, "elastic", WAIT, |p| is_settled(p) && p.metadata.generation == generation)
         .await;
