@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
 # Runs the render-pod benchmarks and prints their figures (nothing passes or fails on time).
 #   service:  the real service against in-process PDFium, /healthz under saturation,
-#             concurrent vs sequential extraction, peak RSS  (render-pod/benches/service.rs)
+#             concurrent vs sequential extraction, peak RSS, the memory ceiling's cost, the
+#             front limits' cost, RSS under resource bombs, disconnect to free slot
+#             (render-pod/benches/service.rs)
+#   front:    the issue's upload flood: supervisor peak RSS, time to a 503, /healthz during it
+#             (render-pod/benches/front.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
-# Needs libpdfium (scripts/fetch-pdfium.sh, or PDFIUM_LIB_PATH). Figures are only meaningful on
-# an otherwise idle machine: the load average is printed alongside.
+#   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
+#             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)
+# Sets up libpdfium, LibreOffice and Gotenberg (scripts/setup.sh --office). Figures are only
+# meaningful on an otherwise idle machine: the load average is printed alongside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+eval "$(scripts/setup.sh --office)"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in service encoding; do
+for bench in service front encoding; do
     echo
     echo "### cargo bench -p render-pod --bench $bench"
     cargo bench -p render-pod --bench "$bench" 2>&1 | grep -v '^\[server\]'
 done
+echo
+echo "### cargo bench -p renderpool-tests --bench office"
+# Dev profile (as for operator_scale): the time is LibreOffice's, and a release build of the
+# test crate's Kubernetes dependencies would cost more than the whole run. It starts the
+# dev-profile render-pod binary.
+cargo build --quiet -p render-pod
+cargo bench -p renderpool-tests --bench office --profile dev
 echo
 echo "load average afterwards $(cut -d' ' -f1-3 /proc/loadavg)"

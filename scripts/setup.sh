@@ -3,16 +3,27 @@
 # machine and prints the env lines that point at them. Idempotent: a warm machine takes a second.
 #   eval "$(scripts/setup.sh)"            ->  PDFIUM_LIB_PATH (needs cargo, python3 with pip)
 #   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
-#                                             plane and real node; needs go) and
-#                                             RENDERPOOL_CORPUS (the test documents)
+#                                             plane, the real node and Gotenberg; needs go)
+#                                             after installing LibreOffice, RENDERPOOL_CORPUS
+#                                             (the test documents) and what --images gives
+#   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
+#                                             Gotenberg only (scripts/run.sh --office; needs go)
+#   eval "$(scripts/setup.sh --images)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_IMAGES (OCI image
+#                                             archives, images/build.sh; needs go)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
-[ "${1:-}" = "--cluster" ] && cluster=true
+office=false
+images=false
+case ${1:-} in
+  --cluster) cluster=true images=true ;;
+  --office) office=true ;;
+  --images) images=true ;;
+esac
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.89)" >&2; exit 1; }
-if $cluster; then
-  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests (Go >= 1.26)" >&2; exit 1; }
+if $cluster || $office || $images; then
+  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests, Office and the images (Go >= 1.26)" >&2; exit 1; }
 fi
 # Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
 # the PDFium wheel; the tests also make certificates with openssl.
@@ -29,6 +40,12 @@ if $cluster; then
   # The real-node tests' pods run the host's static busybox (Debian's dynamic one needs a libc).
   dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 fi
+# Image assembly (umoci, mmdebstrap, jq) and the image tests' runtime (runc).
+if $images; then
+  for tool in umoci mmdebstrap runc jq; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+  done
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   apt-get update -qq >&2
@@ -37,9 +54,18 @@ fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-if $cluster; then
-  cluster_bin=$("$root/tests/cluster/build.sh" | tail -n 1)
+if $cluster || $office; then
+  "$root/scripts/install-office.sh"
+  tools=()
+  $office && tools=(gotenberg)
+  cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
   echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
+fi
+if $cluster; then
   corpus=$("$root/scripts/fetch-corpus.sh" | tail -n 1)
   echo "export RENDERPOOL_CORPUS='$corpus'"
+fi
+if $images; then
+  images_dir=$("$root/images/build.sh" | tail -n 1)
+  echo "export RENDERPOOL_IMAGES='$images_dir'"
 fi

@@ -1,15 +1,16 @@
 //! The controller: watches RenderPools and their children, and runs the pipeline
 //! validate -> build -> apply -> status for each pool.
 
-use crate::apply::{ApplyError, MANAGER, Stores, apply_children};
+use crate::apply::{ApplyError, MANAGER, Stores, Target, apply_children};
 use crate::build::{Component, MissingMetadata, build, child_name};
-use crate::crd::{RenderPool, RenderPoolStatus};
+use crate::crd::{LastError, RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
 use crate::status::{Observed, compute};
 use crate::validate::{SpecError, validate};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -31,8 +32,29 @@ const MANAGED_BY: &str = "app.kubernetes.io/managed-by=renderpool-operator";
 const RESYNC: Duration = Duration::from_secs(15 * 60);
 /// Longest wait between retries of a failing pool.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Longest message kept in `status.lastError`.
+const LAST_ERROR_CHARS: usize = 300;
 
-/// Shared state of every reconcile.
+/// Which namespaces the operator watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace (a ClusterRole grants the rights).
+    Cluster,
+    /// Only these (a Role in each grants the rights); one watch per namespace and kind.
+    Namespaces(Vec<String>),
+}
+
+impl Scope {
+    /// The namespaces to watch, `None` standing for all of them.
+    fn namespaces(&self) -> Vec<Option<&str>> {
+        match self {
+            Self::Cluster => vec![None],
+            Self::Namespaces(names) => names.iter().map(|n| Some(n.as_str())).collect(),
+        }
+    }
+}
+
+/// Shared state of every reconcile in one watched scope.
 pub struct Context {
     client: Client,
     stores: Stores,
@@ -67,64 +89,103 @@ impl ReconcileError {
     }
 }
 
-/// Runs the controller until `shutdown` resolves. Call only while holding the lease.
+/// Runs the controller over `scope` until `shutdown` resolves. Call only while holding the lease.
 pub async fn run(
     client: Client,
+    scope: &Scope,
     metrics: Arc<Metrics>,
     reporter: Reporter,
     ready: impl Fn() + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (deployments, deployment_events) = child_reflector::<Deployment>(&client);
-    let (services, service_events) = child_reflector::<Service>(&client);
-    let (pdbs, pdb_events) = child_reflector::<PodDisruptionBudget>(&client);
-    let stores = Stores { deployments, services, pdbs };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        stores: stores.clone(),
-        metrics,
-        recorder: Recorder::new(client.clone(), reporter),
-        failures: Mutex::new(HashMap::new()),
-    });
-    let controller = Controller::new(Api::<RenderPool>::all(client), watcher::Config::default())
-        .owns_stream(deployment_events)
-        .owns_stream(service_events)
-        .owns_stream(pdb_events)
-        .graceful_shutdown_on(shutdown);
-    let pools = controller.store();
+    let shutdown = shutdown.shared();
+    let recorder = Recorder::new(client.clone(), reporter);
+    let mut synced = Vec::new();
+    let mut controllers = Vec::new();
+    for namespace in scope.namespaces() {
+        let (deployments, deployment_events) = child_reflector::<Deployment>(&client, namespace);
+        let (services, service_events) = child_reflector::<Service>(&client, namespace);
+        let (pdbs, pdb_events) = child_reflector::<PodDisruptionBudget>(&client, namespace);
+        let (config_maps, config_map_events) = child_reflector::<ConfigMap>(&client, namespace);
+        let (network_policies, network_policy_events) =
+            child_reflector::<NetworkPolicy>(&client, namespace);
+        let stores = Stores { deployments, services, pdbs, config_maps, network_policies };
+        let ctx = Arc::new(Context {
+            client: client.clone(),
+            stores: stores.clone(),
+            metrics: metrics.clone(),
+            recorder: recorder.clone(),
+            failures: Mutex::new(HashMap::new()),
+        });
+        let controller =
+            Controller::new(api::<RenderPool>(&client, namespace), watcher::Config::default())
+                .owns_stream(deployment_events)
+                .owns_stream(service_events)
+                .owns_stream(pdb_events)
+                .owns_stream(config_map_events)
+                .owns_stream(network_policy_events)
+                .graceful_shutdown_on(shutdown.clone());
+        synced.push(all_synced(controller.store(), stores).boxed());
+        controllers.push(
+            controller
+                .run(reconcile, error_policy, ctx)
+                .for_each(|result| async move {
+                    if let Err(err) = result {
+                        tracing::debug!(error = %err, "controller event");
+                    }
+                })
+                .boxed(),
+        );
+    }
     // Ready once every cache is filled: before that, a pool would look childless.
     tokio::spawn(async move {
-        let synced = futures::join!(
-            pools.wait_until_ready(),
-            stores.deployments.wait_until_ready(),
-            stores.services.wait_until_ready(),
-            stores.pdbs.wait_until_ready()
-        );
-        if let (Ok(()), Ok(()), Ok(()), Ok(())) = synced {
+        if futures::future::join_all(synced).await.into_iter().all(|ok| ok) {
             tracing::info!("caches synced");
             ready();
         }
     });
-    controller
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "controller event");
-            }
-        })
-        .await;
+    futures::future::join_all(controllers).await;
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn all_synced(pools: reflector::Store<RenderPool>, stores: Stores) -> bool {
+    let synced = futures::join!(
+        pools.wait_until_ready(),
+        stores.deployments.wait_until_ready(),
+        stores.services.wait_until_ready(),
+        stores.pdbs.wait_until_ready(),
+        stores.config_maps.wait_until_ready(),
+        stores.network_policies.wait_until_ready()
+    );
+    matches!(synced, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
 }
 
 /// A reflector over the operator's children of one kind, as a trigger stream and its cache.
 fn child_reflector<K>(
     client: &Client,
+    namespace: Option<&str>,
 ) -> (reflector::Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static)
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
     let config = watcher::Config::default().labels(MANAGED_BY);
-    let stream = reflector::reflector(writer, watcher(Api::<K>::all(client.clone()), config))
+    let stream = reflector::reflector(writer, watcher(api::<K>(client, namespace), config))
         .default_backoff()
         .touched_objects();
     (reader, stream)
@@ -160,21 +221,31 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let uid = pool.uid().ok_or(MissingMetadata("uid"))?;
     let mut plan = validate(&pool.spec);
     let mut applied = Vec::new();
+    let mut refused = None;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
-        let stores = &ctx.stores;
-        match apply_children(&ctx.client, stores, &ctx.metrics, &namespace, &name, &uid, children)
-            .await
-        {
+        let target = Target {
+            client: &ctx.client,
+            stores: &ctx.stores,
+            metrics: &ctx.metrics,
+            namespace: &namespace,
+        };
+        match apply_children(&target, &name, &uid, children).await {
             Ok(written) => applied = written,
-            Err(ApplyError::Api { kind, name, source: kube::Error::Api(status), .. })
+            Err(ApplyError { kind, name, source: kube::Error::Api(status), .. })
                 if status.code == 400 || status.code == 422 =>
             {
                 plan = Err(SpecError::Rejected(format!("{kind} {name}: {}", status.message)));
             }
-            Err(err) => return Err(err.into()),
+            // Recorded in the status below, then retried with backoff.
+            Err(err) => refused = Some(err),
         }
     }
+    let last_error = match (&plan, &refused) {
+        (Err(err), _) => Some(last_error(err.reason(), &err.to_string())),
+        (Ok(_), Some(err)) => Some(last_error(refusal_reason(err), &refusal_message(err))),
+        (Ok(_), None) => None,
+    };
     let owned = |component| {
         let key = ObjectRef::new(&child_name(&name, component)).within(&namespace);
         ctx.stores
@@ -190,6 +261,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         render: render.as_deref(),
         gotenberg: gotenberg.as_deref(),
         previous: pool.status.as_ref(),
+        last_error,
         now: Time(
             Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH),
         ),
@@ -199,19 +271,57 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         tracing::info!(pool = %name, namespace = %namespace, written = ?applied, "applied children");
         events.push(crate::events::applied(&applied));
     }
-    let outcome = if pool.status.as_ref() != Some(&status) {
-        write_status(ctx, &namespace, &name, &status).await?;
+    let changed = pool.status.as_ref() != Some(&status);
+    if changed && let Err(err) = write_status(ctx, &namespace, &name, &status).await {
+        // A refused child is the error to retry on; a status that could not say so is logged.
+        return Err(match refused {
+            Some(refused) => {
+                tracing::warn!(pool = %name, error = %err, "could not record the failure in status");
+                refused.into()
+            }
+            None => err,
+        });
+    }
+    if let Err(err) = &plan {
+        tracing::warn!(pool = %name, namespace = %namespace, reason = err.reason(), error = %err, "spec cannot be applied");
+    }
+    publish(ctx, pool, events).await;
+    if let Some(refused) = refused {
+        return Err(refused.into());
+    }
+    Ok(if changed {
         "status"
     } else if applied.is_empty() {
         "unchanged"
     } else {
         "applied"
-    };
-    if let Err(err) = &plan {
-        tracing::warn!(pool = %name, namespace = %namespace, reason = err.reason(), error = %err, "spec cannot be applied");
+    })
+}
+
+/// The `status.lastError` of a failure, its message cut to a readable length.
+fn last_error(reason: &str, message: &str) -> LastError {
+    let mut short: String = message.chars().take(LAST_ERROR_CHARS).collect();
+    if short.len() < message.len() {
+        short.push_str("...");
     }
-    publish(ctx, pool, events).await;
-    Ok(outcome)
+    LastError { reason: reason.into(), message: short }
+}
+
+/// The API server's own reason for refusing a write (Forbidden, Conflict, ...), when it gave one.
+fn refusal_reason(err: &ApplyError) -> &str {
+    match &err.source {
+        kube::Error::Api(status) if !status.reason.is_empty() => &status.reason,
+        _ => "ApplyFailed",
+    }
+}
+
+/// What was refused and the API server's words for it, without the client's debug dump.
+fn refusal_message(err: &ApplyError) -> String {
+    let what = format!("{} {} {}/{}", err.action, err.kind, err.namespace, err.name);
+    match &err.source {
+        kube::Error::Api(status) => format!("{what}: {}", status.message),
+        other => format!("{what}: {other}"),
+    }
 }
 
 async fn write_status(
@@ -268,6 +378,7 @@ fn backoff(attempt: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
@@ -277,5 +388,23 @@ mod tests {
         assert_eq!(backoff(9), Duration::from_secs(256));
         assert_eq!(backoff(10), MAX_BACKOFF);
         assert_eq!(backoff(200), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_refused_write_becomes_a_short_last_error_with_the_servers_reason() {
+        let message = format!("deployments.apps \"p-render\" is forbidden: {}", "x".repeat(400));
+        let status = kube::core::Status::failure(&message, "Forbidden").with_code(403).boxed();
+        let err = ApplyError {
+            action: "apply",
+            kind: "Deployment".into(),
+            namespace: "docs".into(),
+            name: "p-render".into(),
+            source: kube::Error::Api(status),
+        };
+        let recorded = last_error(refusal_reason(&err), &refusal_message(&err));
+        assert_eq!(recorded.reason, "Forbidden");
+        assert!(recorded.message.starts_with("apply Deployment docs/p-render: deployments.apps"));
+        assert_eq!(recorded.message.chars().count(), LAST_ERROR_CHARS + 3);
+        assert!(!recorded.message.contains("ErrorResponse"), "no debug dump: {}", recorded.message);
     }
 }

@@ -1,7 +1,7 @@
 //! Leader election on a Lease: only the holder runs the controller; a standby waits, and takes
 //! over when the holder releases the lease or stops renewing it.
 
-use crate::controller;
+use crate::controller::{self, Scope};
 use crate::metrics::Metrics;
 use kube::Client;
 use kube::runtime::events::Reporter;
@@ -22,6 +22,8 @@ pub struct LeaseConfig {
     pub identity: String,
     /// Seconds a lease stays valid without renewal (a crashed leader is replaced after this).
     pub duration_seconds: u64,
+    /// The namespaces the leader reconciles.
+    pub scope: Scope,
 }
 
 /// Readiness: the lease manager works, and, when leading, the caches are synced.
@@ -84,6 +86,7 @@ pub async fn run(
         };
         controller::run(
             client.clone(),
+            &lease.scope,
             metrics.clone(),
             reporter,
             move || synced.synced.store(true, Ordering::Release),

@@ -7,11 +7,14 @@
 pub mod apply;
 pub mod build;
 pub mod controller;
+pub mod converge;
 pub mod crd;
 pub mod events;
 pub mod http;
 pub mod leader;
+pub mod listen;
 pub mod metrics;
+pub mod probe;
 pub mod requests;
 pub mod status;
 pub mod telemetry;

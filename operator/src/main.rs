@@ -2,6 +2,7 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use renderpool_operator::controller::Scope;
 use renderpool_operator::crd;
 use renderpool_operator::leader::{self, LeaseConfig, Readiness};
 use renderpool_operator::metrics::Metrics;
@@ -25,13 +26,30 @@ enum Command {
     Crd,
     /// Run the controller (connects with KUBECONFIG or the in-cluster service account).
     Run(RunArgs),
+    /// GET a URL and exit non-zero unless it answers 2xx (the chart's `helm test` hook: the
+    /// image has no shell or wget).
+    Probe(ProbeArgs),
+}
+
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// The URL to GET (plain HTTP).
+    url: String,
+    /// Seconds to wait for the whole answer.
+    #[arg(long, default_value_t = 10)]
+    timeout_seconds: u64,
 }
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Address of the /metrics, /healthz and /readyz endpoints.
-    #[arg(long, env = "OPERATOR_LISTEN", default_value = "0.0.0.0:8080")]
+    /// Address of the /metrics, /healthz and /readyz endpoints (`[::]` is every interface of both
+    /// address families, or of IPv4 alone where the kernel has no IPv6).
+    #[arg(long, env = "OPERATOR_LISTEN", default_value = "[::]:8080")]
     listen: SocketAddr,
+    /// Namespaces to watch, comma-separated [default: every namespace]. The chart sets it in its
+    /// namespace-scoped mode, where Roles in these namespaces are all the operator may use.
+    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
     /// Namespace of the leader-election Lease.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     lease_namespace: String,
@@ -61,6 +79,13 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(run(args))
         }
+        Command::Probe(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let timeout = std::time::Duration::from_secs(args.timeout_seconds);
+            let body = runtime.block_on(renderpool_operator::probe::get(&args.url, timeout))?;
+            println!("{body}");
+            Ok(())
+        }
     }
 }
 
@@ -75,10 +100,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_layer(&CountRequests(metrics.clone()))
         .build();
     let readiness = Arc::new(Readiness::default());
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let listener = renderpool_operator::listen::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(listen = %args.listen, "serving /metrics, /healthz, /readyz");
+    let local = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(listen = %local, "serving /metrics, /healthz, /readyz");
     let app = renderpool_operator::http::router(metrics.clone(), readiness.clone());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
@@ -88,11 +114,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("signal received; shutting down");
         let _ = stop.send(true);
     });
+    let namespaces: Vec<String> = args
+        .watch_namespaces
+        .into_iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let scope = if namespaces.is_empty() { Scope::Cluster } else { Scope::Namespaces(namespaces) };
+    tracing::info!(?scope, "watching");
     let lease = LeaseConfig {
         namespace: args.lease_namespace,
         name: args.lease_name,
         identity: args.identity.unwrap_or_else(default_identity),
         duration_seconds: args.lease_duration_seconds.max(2),
+        scope,
     };
     let result = leader::run(client, lease, metrics, readiness, stop_rx).await;
     server.abort();

@@ -3,7 +3,7 @@
 //! never triggers another write.
 
 use crate::build::{Component, selector_string};
-use crate::crd::RenderPoolStatus;
+use crate::crd::{LastError, RenderPoolStatus};
 use crate::validate::{PoolPlan, SpecError};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -30,6 +30,8 @@ pub struct Observed<'a> {
     pub gotenberg: Option<&'a Deployment>,
     /// The status currently stored, for transition times.
     pub previous: Option<&'a RenderPoolStatus>,
+    /// Why this pass failed, if it did (a refused spec or a refused write).
+    pub last_error: Option<LastError>,
     /// Transition time for conditions that change now (whole seconds).
     pub now: Time,
 }
@@ -87,12 +89,14 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
         selector: Some(selector_string(o.pool, Component::Render)),
         slots_per_pod: plan.map(|p| i32::try_from(p.slots.slots).unwrap_or(i32::MAX)),
         total_slots: plan.map(PoolPlan::total_slots),
+        ready_slots: plan.map(|p| p.slots_of(render.map_or(0, |r| r.ready))),
         slot_reason: plan.map(|p| p.slots.reason.clone()),
         office_concurrency_per_pod: plan
             .and_then(|p| p.gotenberg)
             .map(|g| i32::try_from(g.office_per_pod).unwrap_or(i32::MAX)),
         gotenberg_replicas: plan.map(|p| p.gotenberg.map_or(0, |g| g.replicas)),
         gotenberg_ready_replicas: plan.map(|_| gotenberg.map_or(0, |g| g.ready)),
+        last_error: o.last_error.clone(),
         conditions: vec![
             condition(o, READY, ready),
             condition(o, PROGRESSING, progressing),

@@ -1,14 +1,24 @@
 //! Validation: turns a spec into checked, parsed figures, or an error a person can act on.
 //!
-//! The CRD's CEL rules refuse what can be checked without the sizing formula (quantity syntax,
-//! positive values, replicas vs officeConcurrency); what needs the formula (does the memory hold
-//! one slot?) is checked here and reported as a Degraded condition.
+//! The CRD's schema and CEL rules refuse what can be checked without the sizing formula
+//! (quantity syntax and ceilings, number ranges, replicas vs officeConcurrency, the Gotenberg
+//! timeout against the job deadline); the same bounds are checked here again, so a RenderPool
+//! stored under an older CRD becomes Degraded instead of reaching the arithmetic. What needs the
+//! formula (does the memory hold one slot?) is only checked here, and reported as Degraded.
 
 use crate::crd::RenderPoolSpec;
+use crate::crd::bounds::{self, Bound};
 use renderpool_sizing::{
-    DEFAULT_SUPERVISOR_OVERHEAD, Limits, QuantityError, SizingError, SlotPlan, SlotPolicy,
-    office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots,
+    DEFAULT_OFFICE_CACHE_BYTES, Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy,
+    office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots, supervisor_share,
 };
+
+/// Room for the multipart framing around the one file a render pod sends Gotenberg.
+const MULTIPART_MARGIN: u64 = MIB;
+/// Gotenberg's scratch space beyond the uploads it holds: LibreOffice's profile.
+const PROFILE_SPACE: u64 = 256 * MIB;
+/// Uploads Gotenberg's scratch space holds: the input, the PDF, and copies while converting.
+const SCRATCH_UPLOADS: u64 = 4;
 
 /// A spec the operator cannot build a pool from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,9 +34,16 @@ pub enum SpecError {
     /// The render pod's resources cannot hold one slot, or a figure is zero.
     #[error("render pod sizing: {0}; raise spec.memory or lower spec.memoryPerSlot")]
     Sizing(#[from] SizingError),
-    /// A number outside what Kubernetes can carry.
-    #[error("{0} is out of range")]
-    OutOfRange(&'static str),
+    /// A figure outside its bounds (the CRD's rules normally refuse these first).
+    #[error("{field} is {value}; it must be {allowed}")]
+    OutOfRange {
+        /// Spec field path.
+        field: &'static str,
+        /// The figure as given.
+        value: String,
+        /// What is allowed, in words.
+        allowed: String,
+    },
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -39,7 +56,7 @@ impl SpecError {
             Self::Quantity { .. } => "InvalidQuantity",
             Self::Sizing(SizingError::MemoryTooSmall { .. }) => "MemoryTooSmallForOneSlot",
             Self::Sizing(SizingError::Zero(_)) => "ZeroSizing",
-            Self::OutOfRange(_) => "OutOfRange",
+            Self::Sizing(SizingError::TooLarge(_)) | Self::OutOfRange { .. } => "OutOfRange",
             Self::Rejected(_) => "ChildRejected",
         }
     }
@@ -65,53 +82,63 @@ pub struct PoolPlan {
 pub struct GotenbergPlan {
     /// Gotenberg replicas, i.e. Office conversions the pool runs at once.
     pub replicas: i32,
-    /// Gotenberg CPU limit in millicores (sets Chromium concurrency).
-    pub cpu_millis: u64,
-    /// Office conversions one render pod may have in flight.
+    /// Office conversions one render pod may have in flight (the `<pool>-office` ConfigMap).
     pub office_per_pod: u32,
+    /// Seconds one request may take, queueing included; also the graceful-shutdown wait.
+    pub timeout_seconds: u32,
+    /// Largest multipart body Gotenberg accepts: the render pod's upload limit plus framing.
+    pub body_limit_bytes: u64,
+    /// Size limit of Gotenberg's disk-backed /tmp.
+    pub scratch_bytes: u64,
 }
 
 impl PoolPlan {
     /// Slots of the whole pool when every replica is ready.
     pub fn total_slots(&self) -> i32 {
-        i32::try_from(self.slots.slots).unwrap_or(i32::MAX).saturating_mul(self.replicas)
+        self.slots_of(self.replicas)
+    }
+
+    /// Slots of `pods` render pods.
+    pub fn slots_of(&self, pods: i32) -> i32 {
+        i32::try_from(self.slots.slots).unwrap_or(i32::MAX).saturating_mul(pods.max(0))
     }
 }
 
 /// Checks a spec and derives its figures with the shared sizing code.
 pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
-    let cpu_millis = cpu(&spec.cpu, "spec.cpu")?;
-    let memory_bytes = memory(&spec.memory, "spec.memory")?;
-    let memory_per_slot = memory(&spec.memory_per_slot, "spec.memoryPerSlot")?;
-    let override_slots = match spec.slots {
-        Some(n) => Some(u32::try_from(n).map_err(|_| SpecError::OutOfRange("spec.slots"))?),
-        None => None,
-    };
+    check_numbers(spec)?;
+    let cpu_millis = cpu(&spec.cpu, "spec.cpu", bounds::RENDER_CPU_CORES)?;
+    let memory_bytes = memory(&spec.memory, "spec.memory", bounds::MEMORY_MIB * MIB)?;
+    let memory_per_slot =
+        memory(&spec.memory_per_slot, "spec.memoryPerSlot", bounds::MEMORY_MIB * MIB)?;
+    let max_body_bytes = memory(&spec.max_body_size, "spec.maxBodySize", bounds::BODY_MIB * MIB)?;
+    let override_slots = spec.slots.map(|n| n.unsigned_abs());
     let slots = plan_slots(
         Limits { cpu_millis, memory_bytes },
         SlotPolicy {
             memory_per_slot,
-            supervisor_overhead: DEFAULT_SUPERVISOR_OVERHEAD,
+            // The render pod derives the same share from the same body limit.
+            supervisor_overhead: supervisor_share(max_body_bytes, DEFAULT_OFFICE_CACHE_BYTES),
             override_slots,
         },
     )?;
-    let replicas = spec.replicas.max(0);
+    let replicas = spec.replicas;
     let gotenberg = if spec.gotenberg.enabled {
         let g = &spec.gotenberg;
         let wanted = g.replicas.or(g.office_concurrency).unwrap_or(1);
-        if wanted < 1 {
-            return Err(SpecError::OutOfRange("spec.gotenberg.replicas"));
-        }
-        // Only checked here: the Gotenberg memory feeds no formula, but a bad one must not reach
+        // Only checked here: Gotenberg's resources feed no formula, but a bad one must not reach
         // the Deployment.
-        memory(&g.memory, "spec.gotenberg.memory")?;
+        cpu(&g.cpu, "spec.gotenberg.cpu", bounds::GOTENBERG_CPU_CORES)?;
+        memory(&g.memory, "spec.gotenberg.memory", bounds::MEMORY_MIB * MIB)?;
         Some(GotenbergPlan {
             replicas: wanted,
-            cpu_millis: cpu(&g.cpu, "spec.gotenberg.cpu")?,
             office_per_pod: office_conversions_per_pod(
                 wanted.unsigned_abs(),
                 replicas.unsigned_abs(),
             ),
+            timeout_seconds: gotenberg_timeout(spec)?,
+            body_limit_bytes: max_body_bytes + MULTIPART_MARGIN,
+            scratch_bytes: (SCRATCH_UPLOADS * max_body_bytes + PROFILE_SPACE).next_multiple_of(MIB),
         })
     } else {
         None
@@ -119,17 +146,77 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     Ok(PoolPlan { cpu_millis, memory_bytes, slots, replicas, gotenberg })
 }
 
-fn cpu(value: &str, field: &'static str) -> Result<u64, SpecError> {
+/// Every whole-number field within the bounds the CRD declares for it.
+fn check_numbers(spec: &RenderPoolSpec) -> Result<(), SpecError> {
+    let g = &spec.gotenberg;
+    let optional = |v: Option<i32>| v.map(i64::from);
+    let fields: [(&'static str, Option<i64>, Bound); 11] = [
+        ("spec.replicas", Some(spec.replicas.into()), bounds::REPLICAS),
+        ("spec.slots", optional(spec.slots), bounds::SLOTS),
+        ("spec.queueDepth", Some(spec.queue_depth.into()), bounds::QUEUE_DEPTH),
+        ("spec.jobDeadlineMs", Some(spec.job_deadline_ms), bounds::JOB_DEADLINE_MS),
+        ("spec.preStopSeconds", Some(spec.pre_stop_seconds), bounds::PRE_STOP_SECONDS),
+        ("spec.drainDelayMs", Some(spec.drain_delay_ms), bounds::DRAIN_DELAY_MS),
+        ("spec.gotenberg.replicas", optional(g.replicas), bounds::GOTENBERG_REPLICAS),
+        (
+            "spec.gotenberg.officeConcurrency",
+            optional(g.office_concurrency),
+            bounds::GOTENBERG_REPLICAS,
+        ),
+        ("spec.gotenberg.restartAfter", Some(g.restart_after.into()), bounds::RESTART_AFTER),
+        ("spec.gotenberg.queueSize", Some(g.queue_size.into()), bounds::QUEUE_SIZE),
+        ("spec.gotenberg.timeoutSeconds", optional(g.timeout_seconds), bounds::TIMEOUT_SECONDS),
+    ];
+    for (field, value, bound) in fields {
+        if let Some(value) = value.filter(|v| !bound.contains(*v)) {
+            return Err(SpecError::OutOfRange {
+                field,
+                value: value.to_string(),
+                allowed: format!("between {} and {}", bound.min, bound.max),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Gotenberg's request timeout: as given, or the job deadline in whole seconds rounded up. A
+/// render pod stops waiting at its deadline, so Gotenberg must not work on past it.
+fn gotenberg_timeout(spec: &RenderPoolSpec) -> Result<u32, SpecError> {
+    // Both are within their bounds here (check_numbers), so neither conversion can fail.
+    let deadline_seconds = u32::try_from(spec.job_deadline_ms.max(0).unsigned_abs().div_ceil(1000))
+        .unwrap_or(u32::MAX);
+    match spec.gotenberg.timeout_seconds {
+        None => Ok(deadline_seconds),
+        Some(t) if i64::from(t) * 1000 <= spec.job_deadline_ms => Ok(t.unsigned_abs()),
+        Some(t) => Err(SpecError::OutOfRange {
+            field: "spec.gotenberg.timeoutSeconds",
+            value: t.to_string(),
+            allowed: format!("at most spec.jobDeadlineMs ({} ms)", spec.job_deadline_ms),
+        }),
+    }
+}
+
+fn cpu(value: &str, field: &'static str, max_cores: u64) -> Result<u64, SpecError> {
     match parse_cpu_millis(value) {
         Ok(0) => Err(SpecError::Sizing(SizingError::Zero(field))),
+        Ok(m) if m > max_cores * 1000 => Err(SpecError::OutOfRange {
+            field,
+            value: value.into(),
+            allowed: format!("at most {max_cores} cores"),
+        }),
         Ok(m) => Ok(m),
         Err(source) => Err(SpecError::Quantity { field, source }),
     }
 }
 
-fn memory(value: &str, field: &'static str) -> Result<u64, SpecError> {
+fn memory(value: &str, field: &'static str, max_bytes: u64) -> Result<u64, SpecError> {
     match parse_memory_bytes(value) {
         Ok(0) => Err(SpecError::Sizing(SizingError::Zero(field))),
+        Ok(b) if b > max_bytes => Err(SpecError::OutOfRange {
+            field,
+            value: value.into(),
+            allowed: format!("at most {} MiB", max_bytes / MIB),
+        }),
         Ok(b) => Ok(b),
         Err(source) => Err(SpecError::Quantity { field, source }),
     }
@@ -144,9 +231,10 @@ mod tests {
     #[test]
     fn three_cores_four_gib_is_cpu_bound_at_three_slots() {
         let plan = validate(&spec_from_yaml("cpu: '3'\nmemory: 4Gi\nreplicas: 2")).unwrap();
-        // cpu 3 cores -> 3; memory (4096 - 128) / 512 = 7.75 -> 7; min = 3
+        // cpu 3 cores -> 3; memory (4096 - 196) / 512 = 7.6 -> 7; min = 3
         assert_eq!((plan.slots.slots, plan.slots.cpu_slots, plan.slots.memory_slots), (3, 3, 7));
         assert_eq!(plan.total_slots(), 6);
+        assert_eq!(plan.slots_of(1), 3);
         assert_eq!(plan.cpu_millis, 3000);
     }
 
@@ -155,7 +243,7 @@ mod tests {
         let err = validate(&spec_from_yaml("cpu: '2'\nmemory: 600Mi")).unwrap_err();
         assert_eq!(err.reason(), "MemoryTooSmallForOneSlot");
         let text = err.to_string();
-        assert!(text.contains("needs at least 640 MiB"), "{text}");
+        assert!(text.contains("needs at least 708 MiB"), "{text}");
         assert!(text.contains("spec.memory"), "{text}");
     }
 
@@ -169,6 +257,38 @@ mod tests {
     }
 
     #[test]
+    fn figures_past_the_bounds_are_refused_with_their_field() {
+        for (yaml, field) in [
+            ("memoryPerSlot: '18446744073709551615'", "spec.memoryPerSlot"),
+            ("memory: '18446744073709551615'", "spec.memory"),
+            ("cpu: '5000000'", "spec.cpu"),
+            ("gotenberg:\n  cpu: '1000'", "spec.gotenberg.cpu"),
+            ("maxBodySize: 2Gi", "spec.maxBodySize"),
+            ("jobDeadlineMs: 0", "spec.jobDeadlineMs"),
+            ("jobDeadlineMs: -5", "spec.jobDeadlineMs"),
+            ("preStopSeconds: -1", "spec.preStopSeconds"),
+            ("drainDelayMs: -1", "spec.drainDelayMs"),
+            ("queueDepth: 0", "spec.queueDepth"),
+            ("replicas: -1", "spec.replicas"),
+            ("slots: 0", "spec.slots"),
+            ("gotenberg:\n  timeoutSeconds: 0", "spec.gotenberg.timeoutSeconds"),
+            ("gotenberg:\n  replicas: 0", "spec.gotenberg.replicas"),
+            (
+                "jobDeadlineMs: 10000\ngotenberg:\n  timeoutSeconds: 11",
+                "spec.gotenberg.timeoutSeconds",
+            ),
+        ] {
+            let err = validate(&spec_from_yaml(yaml)).unwrap_err();
+            assert_eq!(err.reason(), "OutOfRange", "{yaml}: {err}");
+            assert!(err.to_string().starts_with(field), "{yaml}: {err}");
+        }
+        // A quantity past 64 bits is unreadable rather than wrapped.
+        let err = validate(&spec_from_yaml("memoryPerSlot: '18446744073709551616'")).unwrap_err();
+        assert_eq!(err.reason(), "InvalidQuantity");
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+
+    #[test]
     fn office_concurrency_becomes_gotenberg_replicas_shared_by_render_pods() {
         let plan =
             validate(&spec_from_yaml("replicas: 3\ngotenberg:\n  officeConcurrency: 7")).unwrap();
@@ -177,5 +297,20 @@ mod tests {
         assert_eq!((g.replicas, g.office_per_pod), (7, 2));
         let plan = validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap();
         assert_eq!(plan.gotenberg, None);
+    }
+
+    #[test]
+    fn gotenberg_timeout_and_limits_follow_the_render_pods() {
+        let g = validate(&spec_from_yaml("jobDeadlineMs: 20500")).unwrap().gotenberg.unwrap();
+        // 20.5 s rounded up; 100Mi upload + 1Mi framing; 4 x 100Mi + 256Mi scratch.
+        assert_eq!(g.timeout_seconds, 21);
+        assert_eq!(g.body_limit_bytes, 101 * MIB);
+        assert_eq!(g.scratch_bytes, 656 * MIB);
+        let spec = "jobDeadlineMs: 20000\nmaxBodySize: 10M\ngotenberg:\n  timeoutSeconds: 20";
+        let g = validate(&spec_from_yaml(spec)).unwrap().gotenberg.unwrap();
+        assert_eq!(g.timeout_seconds, 20);
+        assert_eq!(g.body_limit_bytes, 10_000_000 + MIB);
+        // 40 MB + 256 MiB, rounded up to a whole MiB.
+        assert_eq!(g.scratch_bytes, 295 * MIB);
     }
 }

@@ -9,6 +9,12 @@
 //! 2. `/healthz` latency while every slot is busy and the queue is full.
 //! 3. Six concurrent `/v1/extract` of gnuplot.pdf against six in a row divided by the slots.
 //! 4. Peak RSS of each worker and of the supervisor.
+//! 5. What the workers' memory ceiling costs: throughput with it against without it, rounds
+//!    alternating between the two services.
+//! 6. Peak RSS of the supervisor and the workers while resource bombs run into the ceiling.
+//! 7. Time from a client's disconnect to its slot being free, and to a new worker being ready.
+//! 8. What the front's limits cost (upload budget, body rate and idle limits, header read
+//!    timeout): throughput with them against `--front-limits false`, rounds alternating.
 //!
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,8 +26,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Server, doc};
+use common::raw::{percentile, probe};
+use common::{Server, doc, raw};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
+use renderpool_testkit::bombs;
 
 /// Pages of R-intro.pdf (a text manual) rendered per pass.
 const PAGES: u32 = 40;
@@ -121,7 +129,9 @@ fn set_self_affinity(set: &libc::cpu_set_t) {
         // SAFETY: as above, on a thread of this process.
         let rc =
             unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
-        assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+        let error = std::io::Error::last_os_error();
+        // A runtime thread may exit between the listing and the call (ESRCH): nothing to pin.
+        assert!(rc == 0 || error.raw_os_error() == Some(libc::ESRCH), "sched_setaffinity: {error}");
     }
 }
 
@@ -210,11 +220,6 @@ async fn service_throughput(
     total as f64 / start.elapsed().as_secs_f64()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
-}
-
 /// `/healthz` latencies while clients keep every slot busy and the queue full.
 async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) {
     let heavy = Arc::new(doc("pdf/gnuplot.pdf"));
@@ -249,7 +254,15 @@ async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) 
     // The prober runs on its own OS thread, as the kubelet does from outside the pod: latency
     // is the service's, not the load generator's runtime queueing the probe behind its uploads.
     let addr = server.base.trim_start_matches("http://").to_string();
-    let prober = std::thread::spawn(move || (0..1000).map(|_| probe(&addr)).collect::<Vec<_>>());
+    let prober = std::thread::spawn(move || {
+        (0..1000)
+            .map(|_| {
+                let latency = probe(&addr, "/healthz");
+                std::thread::sleep(Duration::from_millis(2));
+                latency
+            })
+            .collect::<Vec<_>>()
+    });
     let mut full_samples = 0u32;
     while !prober.is_finished() {
         let engine = server.readyz().await["engine"].clone();
@@ -266,26 +279,6 @@ async fn healthz_under_saturation(server: &Arc<Server>) -> (Vec<Duration>, f64) 
     }
     latencies.sort();
     (latencies, f64::from(full_checks) / f64::from(full_samples.max(1)))
-}
-
-/// One kubelet-style probe: a fresh connection, `GET /healthz`, the whole answer read; then a
-/// 2 ms pause. Returns the time from connect to the last byte.
-fn probe(addr: &str) -> Duration {
-    use std::io::{Read, Write};
-    let start = Instant::now();
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_nodelay(true).unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let elapsed = start.elapsed();
-    assert!(
-        answer.starts_with(b"HTTP/1.1 200"),
-        "healthz answered {:?}",
-        String::from_utf8_lossy(&answer)
-    );
-    std::thread::sleep(Duration::from_millis(2));
-    elapsed
 }
 
 async fn extract_six(server: &Arc<Server>, concurrent: bool) -> Duration {
@@ -316,9 +309,7 @@ async fn extract_six(server: &Arc<Server>, concurrent: bool) -> Duration {
 }
 
 fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
+    raw::peak_rss(pid) as f64 / f64::from(1 << 20)
 }
 
 /// Limit/service pairs per configuration. This VM's speed drifts by a fifth over seconds, so
@@ -404,6 +395,19 @@ fn main() {
         let rounds = paired_rounds(&server, &bytes, None, 2 * slots as usize).await;
         report("this machine, every slot busy (client, front and workers share its CPUs)", slots, rounds);
 
+        let without: Vec<&str> = flags.iter().copied().chain(["--memory-ceiling", "false"]).collect();
+        let unlimited = Arc::new(Server::start(&without));
+        unlimited.wait_ready().await;
+        let title = "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run";
+        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
+        drop(unlimited);
+        let without: Vec<&str> = flags.iter().copied().chain(["--front-limits", "false"]).collect();
+        let unlimited = Arc::new(Server::start(&without));
+        unlimited.wait_ready().await;
+        let title = "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false";
+        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
+        drop(unlimited);
+
         // The shape of a production pod: the client is elsewhere. On a 2-CPU machine, one
         // slot's pod gets CPU 1 and the client CPU 0.
         if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
@@ -467,5 +471,148 @@ fn main() {
         println!(
             "  (workers are recycled after jobs/memory, so a slot's peak is its current worker's)"
         );
+        drop(server);
+
+        memory_under_bombs().await;
+        disconnect_to_free_slot().await;
     });
+}
+
+/// Prints the median throughput ratio of the service with a limit (`with`) to the same service
+/// without it, over `ROUNDS` pairs.
+async fn paired_cost(
+    title: &str,
+    with: &Arc<Server>,
+    without: &Arc<Server>,
+    bytes: &Arc<Vec<u8>>,
+    clients: usize,
+) {
+    service_throughput(without, bytes, clients, 1).await; // warm its workers too
+    let mut ratios = Vec::new();
+    for round in 0..ROUNDS {
+        // Which runs first alternates, so a machine speeding up or slowing down favours neither.
+        let (on, off) = if round % 2 == 0 {
+            let on = service_throughput(with, bytes, clients, 2).await;
+            (on, service_throughput(without, bytes, clients, 2).await)
+        } else {
+            let off = service_throughput(without, bytes, clients, 2).await;
+            (service_throughput(with, bytes, clients, 2).await, off)
+        };
+        ratios.push(on / off);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("{title}:");
+    println!(
+        "  throughput ratio with / without: {:.3}  (target >= 0.97; rounds: {})",
+        ratios[ratios.len() / 2],
+        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", ")
+    );
+}
+
+/// Each bomb against a two-slot service with 384 MiB per slot: the answer, its time, and the
+/// peak RSS of the supervisor and of the bomb's worker (sampled from `/readyz` every 10 ms,
+/// since a worker that hits its ceiling is gone before its `VmHWM` can be read).
+async fn memory_under_bombs() {
+    let server = Arc::new(Server::start(&[
+        "--slots",
+        "2",
+        "--memory-per-slot",
+        "384Mi",
+        "--job-deadline-ms",
+        "60000",
+    ]));
+    server.wait_ready().await;
+    println!("resource bombs, 2 slots of 384 MiB (worker ceiling 384 MiB):");
+    let cases = [
+        ("form XObject fan-out 8^8", bombs::xobject_fanout(8, 8), "/v1/render?page=1"),
+        ("3 million rectangles", bombs::path_storm(3_000_000), "/v1/render?page=1"),
+        ("15000x15000 inline image", bombs::huge_image(15_000, 15_000), "/v1/render?page=1"),
+        ("50000 pages", bombs::many_pages(50_000, false), "/v1/extract"),
+    ];
+    for (name, bomb, route) in cases {
+        let request = {
+            let (server, route) = (server.clone(), route.to_string());
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let response = server.post(&route, bomb).await;
+                let status = response.status().as_u16();
+                let body: serde_json::Value = response.json().await.unwrap_or_default();
+                (
+                    status,
+                    body["error"]["code"].as_str().unwrap_or("ok").to_string(),
+                    start.elapsed(),
+                )
+            })
+        };
+        let mut worker_peak = 0f64;
+        while !request.is_finished() {
+            let status = server.readyz().await;
+            for worker in status["engine"]["workers"].as_array().unwrap() {
+                worker_peak =
+                    worker_peak.max(worker["memory"]["peak_rss_bytes"].as_f64().unwrap_or(0.0));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (status, code, took) = request.await.unwrap();
+        println!(
+            "  {name:<26} {status} {code:<22} {:6.2} s   worker peak {:6.1} MiB   supervisor peak {:5.1} MiB",
+            took.as_secs_f64(),
+            worker_peak / (1024.0 * 1024.0),
+            peak_rss_mib(server.pid())
+        );
+        server.wait_ready().await;
+    }
+}
+
+/// Disconnects a client mid-render five times; prints the time until the slot is no longer busy
+/// and until its new worker is ready, against the grace the slot gives a job to finish.
+async fn disconnect_to_free_slot() {
+    let server = Server::start(&common::flags(&["--slots", "1"], &common::ALLOW_SLOW_RENDER));
+    server.wait_ready().await;
+    let body = doc("pdf/gnuplot.pdf");
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let (mut freed, mut ready) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        use std::io::Write;
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: bench\r\nContent-Length: {}\r\n\r\n",
+            common::SLOW_RENDER,
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body).unwrap();
+        while server.readyz().await["engine"]["busy"] != 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let old = server.worker_pids().await[0];
+        tokio::time::sleep(Duration::from_millis(200)).await; // well into the render
+        drop(stream);
+        let start = Instant::now();
+        while server.readyz().await["engine"]["busy"] != 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        freed.push(start.elapsed());
+        loop {
+            let now = server.worker_pids().await[0];
+            if now.is_some() && now != old {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        ready.push(start.elapsed());
+    }
+    freed.sort();
+    ready.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "client disconnect mid-render (1200 dpi page, default --cancel-grace-ms 100), 5 times:"
+    );
+    println!(
+        "  slot free after: median {:.1} ms, max {:.1} ms;  new worker ready after: median {:.1} ms, max {:.1} ms",
+        ms(freed[2]),
+        ms(freed[4]),
+        ms(ready[2]),
+        ms(ready[4])
+    );
 }

@@ -4,8 +4,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use renderpool_sizing::{DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, parse_memory_bytes};
+use renderpool_sizing::{
+    DEFAULT_MEMORY_PER_SLOT, DEFAULT_OFFICE_CACHE_BYTES, parse_memory_bytes, supervisor_share,
+};
 
+use crate::http::ThumbnailLimits;
+use crate::http::body::BodyLimits;
+use crate::http::budget::derived_budget;
+use crate::http::server::ConnectionLimits;
+use crate::office::OfficeConfig;
 use crate::ops::OpLimits;
 
 /// Log line format.
@@ -26,14 +33,20 @@ pub struct ServeArgs {
     /// Slot count, replacing the one derived from the cgroup limits.
     #[arg(long, env = "RENDERPOD_SLOTS")]
     pub slots: Option<u32>,
-    /// Memory budget per worker (also its recycle threshold), e.g. 512Mi.
+    /// Memory budget per worker, e.g. 512Mi: the slot count, each worker's hard memory ceiling
+    /// and its recycle threshold derive from it.
     #[arg(long, env = "RENDERPOD_MEMORY_PER_SLOT", value_parser = parse_memory_bytes,
           default_value_t = DEFAULT_MEMORY_PER_SLOT)]
     pub memory_per_slot: u64,
-    /// Memory kept for the supervisor before slots are counted, e.g. 128Mi.
-    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes,
-          default_value_t = DEFAULT_SUPERVISOR_OVERHEAD)]
-    pub supervisor_overhead: u64,
+    /// Hold each worker to --memory-per-slot (RLIMIT_DATA): a document that needs more fails its
+    /// own job with 422 memory_limit_exceeded. `false` only for measuring what it costs.
+    #[arg(long, env = "RENDERPOD_MEMORY_CEILING", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub memory_ceiling: bool,
+    /// Memory kept for the supervisor before slots are counted, e.g. 256Mi. Default: 32Mi at
+    /// rest + --office-cache-bytes + --max-body-bytes (one largest upload), at least 128Mi.
+    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes)]
+    pub supervisor_overhead: Option<u64>,
     /// Jobs that may wait for a slot; beyond this requests get 503 at once.
     #[arg(long, env = "RENDERPOD_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,
@@ -50,6 +63,40 @@ pub struct ServeArgs {
     #[arg(long, env = "RENDERPOD_MAX_BODY_BYTES", value_parser = parse_memory_bytes,
           default_value_t = 100 << 20)]
     pub max_body_bytes: u64,
+    /// Bytes request bodies may hold in the supervisor at once, e.g. 32Mi; a body is reserved
+    /// before it is read, and past the budget answered 503 with Retry-After. Default:
+    /// --supervisor-overhead less 32Mi (the supervisor at rest) less --office-cache-bytes.
+    #[arg(long, env = "RENDERPOD_UPLOAD_BUDGET", value_parser = parse_memory_bytes)]
+    pub upload_budget: Option<u64>,
+    /// Milliseconds a request head gets to arrive, counted from the connection being ready for
+    /// one (so an idle keep-alive connection is closed after it too).
+    #[arg(long, env = "RENDERPOD_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+    /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
+    /// with 408 body_too_slow.
+    #[arg(long, env = "RENDERPOD_BODY_MIN_RATE", value_parser = parse_memory_bytes,
+          default_value_t = 32 << 10)]
+    pub body_min_rate: u64,
+    /// Milliseconds a body may go without a byte before it is cut off with 408 body_too_slow.
+    #[arg(long, env = "RENDERPOD_BODY_IDLE_TIMEOUT_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_idle_timeout_ms: u64,
+    /// Enforce the upload budget, the body rate and idle limits and the header read timeout.
+    /// `false` only for measuring what they cost.
+    #[arg(long, env = "RENDERPOD_FRONT_LIMITS", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub front_limits: bool,
+    /// Widest thumbnail, in pixels (`/v1/thumbnails?width=`).
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_WIDTH", default_value_t = 1200)]
+    pub thumbnail_max_width: u32,
+    /// Highest thumbnail resolution (`/v1/thumbnails?dpi=`).
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_DPI", default_value_t = 150.0)]
+    pub thumbnail_max_dpi: f32,
+    /// Most pixels of all pages of one JSON filmstrip (held whole until sent); past it the
+    /// request is refused up front with 422 output_too_large. The NDJSON form is exempt.
+    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_PIXELS", default_value_t = 16_000_000)]
+    pub thumbnail_max_pixels: u64,
     /// Jobs after which a worker is replaced (plus up to 10% jitter).
     #[arg(long, env = "RENDERPOD_RECYCLE_AFTER_JOBS", default_value_t = 500)]
     pub recycle_after_jobs: u64,
@@ -62,11 +109,40 @@ pub struct ServeArgs {
     /// Milliseconds a document that crashed a worker is refused.
     #[arg(long, env = "RENDERPOD_POISON_TTL_MS", default_value_t = 600_000)]
     pub poison_ttl_ms: u64,
+    /// Milliseconds a running job whose client disconnected may still finish before its worker
+    /// is killed and replaced.
+    #[arg(long, env = "RENDERPOD_CANCEL_GRACE_MS", default_value_t = 100)]
+    pub cancel_grace_ms: u64,
     /// Scheduling niceness of worker processes (0 to 19); above 0 the HTTP front (health
     /// checks, admission, rejections) gets the CPU first when it wakes up.
     #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
+    /// Gotenberg's base URL for Office to PDF, e.g. http://pool-gotenberg:3000 (the operator
+    /// sets it); without one, Office input is answered 503 office_not_configured.
+    #[arg(long, env = "RENDERPOD_GOTENBERG_URL")]
+    pub gotenberg_url: Option<String>,
+    /// Office conversions this pod runs at once when no share file is given, or until the share
+    /// file is readable.
+    #[arg(long, env = "RENDERPOD_OFFICE_CONCURRENCY", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub office_concurrency: u32,
+    /// File holding this pod's share of the Gotenberg pool (one decimal number; the operator
+    /// mounts it from a ConfigMap); re-read while running, a bad read keeps the last good share.
+    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_FILE")]
+    pub office_share_file: Option<PathBuf>,
+    /// Milliseconds between reads of the share file.
+    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_POLL_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub office_share_poll_ms: u64,
+    /// Office requests that may wait for a conversion place; beyond this they get 503 at once.
+    #[arg(long, env = "RENDERPOD_OFFICE_QUEUE_DEPTH", default_value_t = 32)]
+    pub office_queue_depth: usize,
+    /// Converted-PDF bytes kept in memory (least recently used out first), e.g. 64Mi; 0 turns
+    /// the cache off. Counts against the supervisor's memory, not a slot's.
+    #[arg(long, env = "RENDERPOD_OFFICE_CACHE_BYTES", value_parser = parse_memory_bytes,
+          default_value_t = DEFAULT_OFFICE_CACHE_BYTES)]
+    pub office_cache_bytes: u64,
     /// Log format.
     #[arg(long, env = "RENDERPOD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -85,6 +161,128 @@ impl ServeArgs {
     pub fn job_deadline(&self) -> Duration {
         Duration::from_millis(self.job_deadline_ms)
     }
+
+    /// How the Office path runs; a converted PDF is held to the same limit as an uploaded one.
+    pub fn office(&self) -> OfficeConfig {
+        OfficeConfig {
+            gotenberg_url: self.gotenberg_url.clone().filter(|url| !url.trim().is_empty()),
+            share: self.office_concurrency,
+            share_file: self.office_share_file.clone(),
+            share_poll: Duration::from_millis(self.office_share_poll_ms),
+            max_waiting: self.office_queue_depth,
+            cache_bytes: self.office_cache_bytes,
+            max_pdf_bytes: self.max_body_bytes,
+        }
+    }
+
+    /// The supervisor's share of the pod's memory: `--supervisor-overhead`, or what the body
+    /// limit and the Office cache need (the operator sizes pods with the same function).
+    pub fn supervisor_overhead(&self) -> u64 {
+        self.supervisor_overhead
+            .unwrap_or_else(|| supervisor_share(self.max_body_bytes, self.office_cache_bytes))
+    }
+
+    /// The front's byte budget for request bodies: `--upload-budget`, or derived from the
+    /// supervisor's share; unlimited with `--front-limits false`.
+    pub fn upload_budget(&self) -> Result<u64, UploadBudgetError> {
+        if !self.front_limits {
+            return Ok(u64::MAX);
+        }
+        match self.upload_budget {
+            Some(0) => Err(UploadBudgetError::Zero),
+            Some(budget) => Ok(budget),
+            None => derived_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
+                UploadBudgetError::NothingLeft {
+                    supervisor_overhead: self.supervisor_overhead(),
+                    office_cache_bytes: self.office_cache_bytes,
+                },
+            ),
+        }
+    }
+
+    /// How bodies must arrive: at most the budget (a body that can never fit is 413, not a 503
+    /// to retry forever), and within the rate and idle limits unless they are switched off.
+    pub fn body_limits(&self, upload_budget: u64) -> BodyLimits {
+        BodyLimits {
+            max_bytes: self.max_body_bytes.min(upload_budget),
+            min_rate: self.front_limits.then_some(self.body_min_rate).filter(|r| *r > 0),
+            idle: self.front_limits.then(|| Duration::from_millis(self.body_idle_timeout_ms)),
+        }
+    }
+
+    /// How connections are held.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: self
+                .front_limits
+                .then(|| Duration::from_millis(self.header_read_timeout_ms)),
+        }
+    }
+
+    /// Caps on filmstrips.
+    pub fn thumbnail_limits(&self) -> ThumbnailLimits {
+        ThumbnailLimits {
+            max_width: self.thumbnail_max_width,
+            max_dpi: self.thumbnail_max_dpi,
+            max_pixels: self.thumbnail_max_pixels,
+        }
+    }
+
+    /// A warning when `--max-body-bytes` is more than the upload budget can hold.
+    pub fn body_budget_warning(&self, upload_budget: u64) -> Option<String> {
+        (self.max_body_bytes > upload_budget).then(|| {
+            format!(
+                "--max-body-bytes {} MiB is more than the upload budget of {} MiB: larger bodies \
+                 get 413; raise --supervisor-overhead (or --upload-budget) to accept them",
+                self.max_body_bytes >> 20,
+                upload_budget >> 20
+            )
+        })
+    }
+
+    /// Each worker's hard memory ceiling, unless switched off.
+    pub fn memory_ceiling(&self) -> Option<u64> {
+        self.memory_ceiling.then_some(self.memory_per_slot)
+    }
+
+    /// Resident memory after a job above which a worker is replaced: half its budget, so slow
+    /// growth (heap fragmentation, PDFium's caches) is shed long before the ceiling is near.
+    pub fn recycle_rss(&self) -> u64 {
+        self.memory_per_slot / 2
+    }
+
+    /// A warning when the ceiling cannot hold the largest render `--max-pixels` allows: its
+    /// bitmap (4 bytes a pixel) and as much again for PDFium's scratch bitmaps and the encoder
+    /// (measured: 191-218 MB at the peak for 38-40 megapixel pages of the corpus). Renders past
+    /// that fail with `memory_limit_exceeded` for what the request asked, not for the document.
+    pub fn ceiling_warning(&self) -> Option<String> {
+        let ceiling = self.memory_ceiling()?;
+        let needed = self.max_pixels.saturating_mul(2 * 4);
+        (needed > ceiling).then(|| {
+            format!(
+                "--memory-per-slot {} MiB cannot hold a render of --max-pixels {} (about {} MiB): \
+                 raise the one or lower the other",
+                ceiling >> 20,
+                self.max_pixels,
+                needed >> 20
+            )
+        })
+    }
+}
+
+/// Why no upload budget can be derived.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UploadBudgetError {
+    /// The supervisor's share leaves nothing for uploads.
+    #[error(
+        "--supervisor-overhead {} MiB leaves no upload budget after 32 MiB for the supervisor at rest and --office-cache-bytes {} MiB: raise the one, lower the other, or set --upload-budget",
+        supervisor_overhead >> 20,
+        office_cache_bytes >> 20
+    )]
+    NothingLeft { supervisor_overhead: u64, office_cache_bytes: u64 },
+    /// `--upload-budget 0` would refuse every document.
+    #[error("--upload-budget 0 would refuse every document")]
+    Zero,
 }
 
 /// Flags of the hidden `render-pod worker` subcommand (set by the supervisor).
@@ -113,5 +311,81 @@ impl WorkerArgs {
     /// The limits these flags name.
     pub fn limits(&self) -> OpLimits {
         OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn serve(flags: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap().serve
+    }
+
+    #[test]
+    fn the_ceiling_and_the_recycle_threshold_follow_the_memory_per_slot() {
+        let args = serve(&["--memory-per-slot", "512Mi"]);
+        assert_eq!(args.memory_ceiling(), Some(512 << 20));
+        assert_eq!(args.recycle_rss(), 256 << 20);
+        // The defaults hold the largest render: 40 megapixels need about 305 MiB.
+        assert_eq!(args.ceiling_warning(), None);
+        let off = serve(&["--memory-per-slot", "512Mi", "--memory-ceiling", "false"]);
+        assert_eq!((off.memory_ceiling(), off.ceiling_warning()), (None, None));
+    }
+
+    #[test]
+    fn the_upload_budget_is_the_supervisors_share_less_its_rest_and_the_cache() {
+        let mib = 1u64 << 20;
+        // The default share holds one largest upload: 196 MiB = 32 + 64 (cache) + 100 (body).
+        let defaults = serve(&[]);
+        assert_eq!(defaults.supervisor_overhead(), 196 * mib);
+        assert_eq!(defaults.upload_budget().unwrap(), 100 * mib);
+        assert_eq!(defaults.body_budget_warning(100 * mib), None);
+        // A share set too small for the body limit: 413 past the budget, and a warning.
+        let tight = serve(&["--supervisor-overhead", "128Mi"]);
+        assert_eq!(tight.upload_budget().unwrap(), 32 * mib);
+        assert_eq!(tight.body_limits(32 * mib).max_bytes, 32 * mib);
+        assert!(tight.body_budget_warning(32 * mib).unwrap().contains("--supervisor-overhead"));
+        let roomy = serve(&["--supervisor-overhead", "256Mi", "--office-cache-bytes", "0"]);
+        assert_eq!(roomy.upload_budget().unwrap(), 224 * mib);
+        assert_eq!(roomy.body_limits(224 * mib).max_bytes, 100 * mib);
+        assert_eq!(roomy.body_budget_warning(224 * mib), None);
+        assert_eq!(serve(&["--upload-budget", "8Mi"]).upload_budget().unwrap(), 8 * mib);
+        assert!(matches!(
+            serve(&["--supervisor-overhead", "64Mi"]).upload_budget(),
+            Err(UploadBudgetError::NothingLeft { .. })
+        ));
+        assert_eq!(serve(&["--upload-budget", "0"]).upload_budget(), Err(UploadBudgetError::Zero));
+    }
+
+    #[test]
+    fn front_limits_false_lifts_the_budget_and_the_timeouts_only() {
+        let off = serve(&["--front-limits", "false"]);
+        assert_eq!(off.upload_budget().unwrap(), u64::MAX);
+        let limits = off.body_limits(u64::MAX);
+        assert_eq!((limits.max_bytes, limits.min_rate, limits.idle), (100 << 20, None, None));
+        assert_eq!(off.connection_limits().header_read_timeout, None);
+        let on = serve(&[]);
+        assert_eq!(on.connection_limits().header_read_timeout, Some(Duration::from_secs(10)));
+        assert_eq!(on.body_limits(1 << 30).min_rate, Some(32 << 10));
+    }
+
+    #[test]
+    fn a_ceiling_too_small_for_the_largest_render_is_named() {
+        let warning = serve(&["--memory-per-slot", "256Mi"]).ceiling_warning().unwrap();
+        assert!(warning.contains("256 MiB") && warning.contains("40000000"), "{warning}");
+        assert_eq!(
+            serve(&["--memory-per-slot", "256Mi", "--max-pixels", "20000000"]).ceiling_warning(),
+            None
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod http;
 pub mod limits;
 pub mod malloc;
 pub mod metrics;
+pub mod office;
 pub mod oneshot;
 pub mod ops;
 pub mod pdfium_lib;

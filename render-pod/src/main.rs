@@ -18,7 +18,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service (slots sized from this machine's or pod's cgroup limits).
-    Serve(ServeArgs),
+    // Boxed: the service's flags dwarf the other commands'.
+    Serve(Box<ServeArgs>),
     /// One slot's worker process, started by `serve` (jobs over stdin/stdout).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -53,7 +54,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(serve::run(args)) {
+            match runtime.block_on(serve::run(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "render-pod failed");

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the render pod: slots, queue, job times, rejections, restarts, bytes.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
@@ -12,6 +13,7 @@ use prometheus_client::registry::Registry;
 use renderpool_sizing::SlotPlan;
 
 use crate::limits::DetectedLimits;
+use crate::office::OfficeMetrics;
 
 /// A label set of static names and values (op names, reasons, states).
 pub type Labels = Vec<(&'static str, &'static str)>;
@@ -38,9 +40,18 @@ pub struct Metrics {
     pub bytes_in: Counter<u64, AtomicU64>,
     /// Response body bytes sent.
     pub bytes_out: Counter<u64, AtomicU64>,
+    /// The front's byte budget for request bodies.
+    pub upload_budget: Gauge,
+    /// Bytes of it reserved now.
+    pub upload_reserved: Gauge,
+    /// Answers `304 Not Modified` (no job ran).
+    pub not_modified: Counter,
+    /// The Office path (`renderpod_office_*`).
+    pub office: Arc<OfficeMetrics>,
 }
 
-fn seconds_histogram() -> Histogram {
+/// A histogram of seconds, 1 ms to about 65 s.
+pub fn seconds_histogram() -> Histogram {
     // 1 ms .. ~65 s
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
@@ -58,6 +69,9 @@ impl Metrics {
         let worker_restarts = Family::<Labels, Counter>::default();
         let bytes_in = Counter::<u64, AtomicU64>::default();
         let bytes_out = Counter::<u64, AtomicU64>::default();
+        let upload_budget = Gauge::default();
+        let upload_reserved = Gauge::default();
+        let not_modified = Counter::default();
         registry.register("slots", "Worker slots by state", slots.clone());
         registry.register("queue_depth", "Jobs waiting for a slot", queue_depth.clone());
         registry.register(
@@ -79,6 +93,23 @@ impl Metrics {
         );
         registry.register("bytes_in", "Document bytes received", bytes_in.clone());
         registry.register("bytes_out", "Response body bytes sent", bytes_out.clone());
+        registry.register(
+            "upload_budget_bytes",
+            "Bytes request bodies may hold in the supervisor at once",
+            upload_budget.clone(),
+        );
+        registry.register(
+            "upload_reserved_bytes",
+            "Bytes of the upload budget reserved now",
+            upload_reserved.clone(),
+        );
+        registry.register(
+            "not_modified",
+            "Answers 304 Not Modified to a matching If-None-Match, without a job",
+            not_modified.clone(),
+        );
+        let office = Arc::new(OfficeMetrics::default());
+        office.register(&mut registry);
         let planned = |v: u32| {
             let g = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
             g.set(i64::from(v));
@@ -126,6 +157,10 @@ impl Metrics {
             worker_restarts,
             bytes_in,
             bytes_out,
+            upload_budget,
+            upload_reserved,
+            not_modified,
+            office,
         }
     }
 

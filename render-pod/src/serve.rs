@@ -1,16 +1,20 @@
 //! `render-pod serve`: size the slots, start the engine and the HTTP front, drain on SIGTERM.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
-use crate::config::{ServeArgs, WorkerArgs};
+use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
-use crate::engine::{Engine, EngineConfig, WorkerCommand};
-use crate::http::{self, AppState, PlanView};
+use crate::engine::{self, Confinement, Engine, EngineConfig, WorkerCommand};
+use crate::http::budget::ByteBudget;
+use crate::http::etag::EngineVersion;
+use crate::http::{self, AppState, PlanView, Uploads};
 use crate::limits;
 use crate::metrics::Metrics;
+use crate::office::{Office, UrlError};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 /// Why the service could not start or stopped with an error.
@@ -22,6 +26,12 @@ pub enum ServeError {
     /// The path of this binary (to start workers) is unknown.
     #[error("cannot find this executable to start workers: {0}")]
     CurrentExe(std::io::Error),
+    /// No upload budget can be had from the flags.
+    #[error(transparent)]
+    UploadBudget(#[from] UploadBudgetError),
+    /// The worker binary or PDFium could not be read to version the answers' ETags.
+    #[error("cannot read the worker binary or libpdfium to version the answers: {0}")]
+    EngineVersion(std::io::Error),
     /// Binding the listen address failed.
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: std::net::SocketAddr, source: std::io::Error },
@@ -31,6 +41,9 @@ pub enum ServeError {
     /// libpdfium is missing: no worker could ever start.
     #[error(transparent)]
     Pdfium(#[from] PdfiumLoadError),
+    /// The Gotenberg URL is not usable.
+    #[error(transparent)]
+    Office(#[from] UrlError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
@@ -48,10 +61,11 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     let detected = limits::detect();
     let policy = SlotPolicy {
         memory_per_slot: args.memory_per_slot,
-        supervisor_overhead: args.supervisor_overhead,
+        supervisor_overhead: args.supervisor_overhead(),
         override_slots: args.slots,
     };
     let plan = plan_slots(detected.limits(), policy)?;
+    let upload_budget = args.upload_budget()?;
     tracing::info!(
         slots = plan.slots,
         cpu_slots = plan.cpu_slots,
@@ -62,66 +76,149 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         memory = %detected.memory_source,
         "slot plan"
     );
+    engine::spare_supervisor();
+    for warning in
+        [args.ceiling_warning(), args.body_budget_warning(upload_budget)].into_iter().flatten()
+    {
+        tracing::warn!("{warning}");
+    }
     let metrics = Arc::new(Metrics::new(&plan, &detected));
+    metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
+    let uploads = Uploads {
+        budget: ByteBudget::new(upload_budget, metrics.upload_reserved.clone()),
+        limits: args.body_limits(upload_budget),
+    };
+    tracing::info!(
+        upload_budget = upload_budget,
+        max_body_bytes = uploads.limits.max_bytes,
+        body_min_rate = ?uploads.limits.min_rate,
+        header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
+        "front limits"
+    );
+    let office = Office::new(args.office(), args.job_deadline(), metrics.office.clone())?;
+    let office_status = office.status();
+    tracing::info!(
+        gotenberg = office_status.gotenberg_url.as_deref().unwrap_or("none (Office input is refused)"),
+        share = office_status.admission.share,
+        share_file = ?office_status.share_file,
+        "office"
+    );
     let exe = match &args.worker_exe {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().map_err(ServeError::CurrentExe)?,
     };
+    // Hashed in pieces, once, before serving (a fraction of a second for a debug binary).
+    let engine_version =
+        tokio::task::block_in_place(|| EngineVersion::of_files(&[&exe, &pdfium], args.op_limits()))
+            .map_err(ServeError::EngineVersion)?;
     let engine = Arc::new(Engine::start(
         EngineConfig {
             slots: plan.slots,
             queue_depth: args.queue_depth.max(1),
             job_deadline: args.job_deadline(),
             recycle_after_jobs: args.recycle_after_jobs.max(1),
-            memory_per_slot: args.memory_per_slot,
+            recycle_rss: args.recycle_rss(),
             poison_ttl: Duration::from_millis(args.poison_ttl_ms),
+            cancel_grace: Duration::from_millis(args.cancel_grace_ms),
             stop_grace: Duration::from_secs(5),
             worker: WorkerCommand {
                 exe,
                 args: WorkerArgs::command_line(args.op_limits()),
                 ready_timeout: Duration::from_secs(30),
-                nice: args.worker_nice,
+                confinement: Confinement {
+                    nice: args.worker_nice,
+                    memory_ceiling: args.memory_ceiling(),
+                },
             },
         },
         metrics.clone(),
     ));
+    let share_watch = office.watch_share();
     let lifecycle = Arc::new(Lifecycle::new());
     let state = Arc::new(AppState {
         engine: engine.clone(),
         metrics,
+        office,
         lifecycle: lifecycle.clone(),
         plan: PlanView::new(&plan, detected),
         max_body_bytes: args.max_body_bytes,
         max_pages: args.max_pages,
+        uploads,
+        thumbnails: args.thumbnail_limits(),
+        engine_version,
     });
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Listen { addr: args.listen, source })?;
+    let listener = bind(args.listen).await?;
     let local = listener.local_addr().map_err(ServeError::Server)?;
     tracing::info!(listen = %local, "listening");
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        axum::serve(listener, http::router(state))
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .into_future(),
-    );
+    let server = tokio::spawn(http::server::serve(
+        listener,
+        http::router(state.clone()),
+        args.connection_limits(),
+        state.metrics.clone(),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
     let signal = signals.wait().await;
     drain::drain(&lifecycle, signal, Duration::from_millis(args.drain_delay_ms)).await;
     let _ = stop_tx.send(());
     let grace = Duration::from_millis(args.grace_period_ms);
     match tokio::time::timeout(grace, server).await {
-        Ok(Ok(Ok(()))) => tracing::info!("in-flight requests finished"),
-        Ok(Ok(Err(e))) => return Err(ServeError::Server(e)),
+        Ok(Ok(())) => tracing::info!("in-flight requests finished"),
         Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
         Err(_) => tracing::warn!(
             grace_ms = args.grace_period_ms,
             "grace period over; abandoning requests still in flight"
         ),
     }
+    if let Some(watch) = share_watch {
+        watch.abort();
+    }
     engine.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Binds `addr`. The IPv6 wildcard (`[::]`, every interface of both families) becomes `0.0.0.0`
+/// on the same port where the kernel has no IPv6, with a log line saying so.
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    let listen = |addr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Listen { addr, source })
+    };
+    match listen(addr).await {
+        Err(ServeError::Listen { source, .. }) if lacks_ipv6(addr, &source) => {
+            let v4 = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port());
+            tracing::warn!(%addr, fallback = %v4, error = %source, "no IPv6 here; listening on IPv4 only");
+            listen(v4).await
+        }
+        bound => bound,
+    }
+}
+
+/// True when binding the IPv6 wildcard failed because the kernel has no IPv6 (EAFNOSUPPORT) or
+/// has it turned off (EADDRNOTAVAIL).
+fn lacks_ipv6(addr: SocketAddr, err: &std::io::Error) -> bool {
+    let any_v6 = addr.is_ipv6() && addr.ip().is_unspecified();
+    any_v6 && matches!(err.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn only_the_ipv6_wildcard_falls_back_and_only_without_ipv6() {
+        let any: SocketAddr = "[::]:8080".parse().unwrap();
+        let err = std::io::Error::from_raw_os_error;
+        assert!(lacks_ipv6(any, &err(libc::EAFNOSUPPORT)));
+        assert!(lacks_ipv6(any, &err(libc::EADDRNOTAVAIL)));
+        assert!(!lacks_ipv6(any, &err(libc::EADDRINUSE)), "a port in use is a real error");
+        assert!(!lacks_ipv6("[::1]:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
+        assert!(!lacks_ipv6("127.0.0.1:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
+    }
 }

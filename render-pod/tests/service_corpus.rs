@@ -173,10 +173,11 @@ async fn request_errors_and_limits_are_checked_up_front() {
         .send()
         .await
         .unwrap();
-    assert_eq!(error_code(office).await, (415, "office_not_supported".to_string()));
-    // Unlabelled Office bytes are recognised too.
+    // No Gotenberg configured: Office input is refused with a clear 503, PDFs are unaffected.
+    assert_eq!(error_code(office).await, (503, "office_not_configured".to_string()));
+    // Office bytes are recognised whatever the label; a damaged package never reaches Gotenberg.
     let sniffed = server.post("/v1/info", doc("office/tagged.odt")).await;
-    assert_eq!(error_code(sniffed).await, (415, "office_not_supported".to_string()));
+    assert_eq!(error_code(sniffed).await, (422, "unreadable_document".to_string()));
     let image = server
         .client
         .post(server.url("/v1/info"))

@@ -8,11 +8,11 @@ mod office;
 mod quantity;
 mod slots;
 
-pub use office::{chromium_max_concurrency, office_conversions_per_pod};
+pub use office::office_conversions_per_pod;
 pub use quantity::{QuantityError, parse_cpu_millis, parse_memory_bytes};
 pub use slots::{
-    DEFAULT_MEMORY_PER_SLOT, DEFAULT_SUPERVISOR_OVERHEAD, Limits, SizingError, SlotPlan,
-    SlotPolicy, plan_slots,
+    DEFAULT_MEMORY_PER_SLOT, DEFAULT_OFFICE_CACHE_BYTES, DEFAULT_SUPERVISOR_OVERHEAD, Limits,
+    SUPERVISOR_AT_REST, SizingError, SlotPlan, SlotPolicy, plan_slots, supervisor_share,
 };
 
 /// Bytes in one mebibyte, for readable constants and messages.

@@ -1,14 +1,11 @@
 //! Office (Gotenberg) concurrency: LibreOffice converts one document at a time per instance.
 
 /// Office conversions one render pod may have in flight so the Gotenberg pool is never
-/// oversubscribed: `max(1, gotenberg_replicas / render_replicas)`.
+/// oversubscribed: `max(1, gotenberg_replicas / render_replicas)`. The pool as a whole then runs
+/// at most `gotenberg_replicas` conversions, plus at most one per pod when there are more render
+/// pods than Gotenberg replicas (each pod keeps one so Office input is never refused outright).
 pub fn office_conversions_per_pod(gotenberg_replicas: u32, render_replicas: u32) -> u32 {
     gotenberg_replicas.checked_div(render_replicas).unwrap_or(gotenberg_replicas).max(1)
-}
-
-/// Gotenberg's `--chromium-max-concurrency` from its CPU limit: whole cores, within 1..=6.
-pub fn chromium_max_concurrency(cpu_millis: u64) -> u32 {
-    u32::try_from(cpu_millis / 1000).unwrap_or(u32::MAX).clamp(1, 6)
 }
 
 #[cfg(test)]
@@ -21,12 +18,19 @@ mod tests {
         assert_eq!(office_conversions_per_pod(5, 2), 2);
         assert_eq!(office_conversions_per_pod(1, 3), 1);
         assert_eq!(office_conversions_per_pod(3, 0), 3);
+        assert_eq!(office_conversions_per_pod(0, 0), 1);
+        assert_eq!(office_conversions_per_pod(u32::MAX, 1), u32::MAX);
+        assert_eq!(office_conversions_per_pod(1, u32::MAX), 1);
     }
 
     #[test]
-    fn chromium_concurrency_follows_cores_within_gotenberg_range() {
-        assert_eq!(chromium_max_concurrency(500), 1);
-        assert_eq!(chromium_max_concurrency(2500), 2);
-        assert_eq!(chromium_max_concurrency(16000), 6);
+    fn the_pool_never_runs_more_than_gotenberg_plus_one_per_pod() {
+        for gotenberg in 1..=40u32 {
+            for render in 1..=40u32 {
+                let in_flight = office_conversions_per_pod(gotenberg, render) * render;
+                // render <= gotenberg: at most gotenberg; more render pods: one each.
+                assert!(in_flight <= gotenberg.max(render), "{gotenberg} over {render}");
+            }
+        }
     }
 }

@@ -14,10 +14,16 @@ pub fn parse_cpu_millis(value: &str) -> Result<u64, QuantityError> {
     let err = |why| QuantityError { kind: "cpu", value: value.to_string(), why };
     let trimmed = value.trim();
     if let Some(millis) = trimmed.strip_suffix('m') {
-        return millis.parse::<u64>().map_err(|_| err("expected whole millicores before 'm'"));
+        return match parse_decimal(millis) {
+            Ok((whole, 0, 0)) => Ok(whole),
+            Err(BadDecimal::Range) => Err(err("out of range")),
+            _ => Err(err("expected whole millicores before 'm'")),
+        };
     }
-    let cores =
-        parse_decimal(trimmed).ok_or_else(|| err("expected a number of cores or millicores"))?;
+    let cores = parse_decimal(trimmed).map_err(|bad| match bad {
+        BadDecimal::Syntax => err("expected a number of cores or millicores"),
+        BadDecimal::Range => err("out of range"),
+    })?;
     scale(cores, 1000).ok_or_else(|| err("out of range"))
 }
 
@@ -44,31 +50,47 @@ pub fn parse_memory_bytes(value: &str) -> Result<u64, QuantityError> {
         .find_map(|(suffix, mult)| trimmed.strip_suffix(suffix).map(|n| (n, *mult)))
         .unwrap_or((trimmed, 1));
     if let Some((mantissa, exponent)) = number.split_once(['e', 'E']) {
-        let mantissa = parse_decimal(mantissa).ok_or_else(|| err("bad mantissa"))?;
+        let mantissa = parse_decimal(mantissa).map_err(|bad| match bad {
+            BadDecimal::Syntax => err("bad mantissa"),
+            BadDecimal::Range => err("out of range"),
+        })?;
         let exponent: u32 = exponent.parse().map_err(|_| err("bad exponent"))?;
         let factor = 10u64.checked_pow(exponent).ok_or_else(|| err("out of range"))?;
         return scale(mantissa, factor).ok_or_else(|| err("out of range"));
     }
-    let amount = parse_decimal(number)
-        .ok_or_else(|| err("expected a number with an optional suffix like Mi or G"))?;
+    let amount = parse_decimal(number).map_err(|bad| match bad {
+        BadDecimal::Syntax => err("expected a number with an optional suffix like Mi or G"),
+        BadDecimal::Range => err("out of range"),
+    })?;
     scale(amount, multiplier).ok_or_else(|| err("out of range"))
 }
 
 /// A non-negative decimal as (integer digits, fraction digits, fraction length).
 type Decimal = (u64, u64, u32);
 
-fn parse_decimal(s: &str) -> Option<Decimal> {
+/// Why a decimal could not be read: not a number at all, or one too large for 64 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadDecimal {
+    Syntax,
+    Range,
+}
+
+fn parse_decimal(s: &str) -> Result<Decimal, BadDecimal> {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     if int.is_empty() && frac.is_empty() {
-        return None;
+        return Err(BadDecimal::Syntax);
     }
     let all_digits = |p: &str| p.chars().all(|c| c.is_ascii_digit());
-    if !all_digits(int) || !all_digits(frac) || frac.len() > 18 {
-        return None;
+    if !all_digits(int) || !all_digits(frac) {
+        return Err(BadDecimal::Syntax);
     }
-    let int_value = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let frac_value = if frac.is_empty() { 0 } else { frac.parse().ok()? };
-    Some((int_value, frac_value, u32::try_from(frac.len()).ok()?))
+    if frac.len() > 18 {
+        return Err(BadDecimal::Range);
+    }
+    let digits =
+        |p: &str| if p.is_empty() { Ok(0) } else { p.parse().map_err(|_| BadDecimal::Range) };
+    let frac_len = u32::try_from(frac.len()).map_err(|_| BadDecimal::Range)?;
+    Ok((digits(int)?, digits(frac)?, frac_len))
 }
 
 /// `decimal * factor`, rounded up: a limit of 0.0001 cores is still more than nothing.
@@ -81,6 +103,7 @@ fn scale((int, frac, frac_len): Decimal, factor: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -105,5 +128,20 @@ mod tests {
         assert!(parse_memory_bytes("4GB").is_err());
         assert!(parse_memory_bytes("-1Gi").is_err());
         assert!(parse_memory_bytes("99999999Ei").is_err());
+    }
+
+    #[test]
+    fn figures_past_64_bits_are_out_of_range_not_wrapped() {
+        assert_eq!(parse_memory_bytes("18446744073709551615"), Ok(u64::MAX));
+        let why = |r: Result<u64, QuantityError>| r.unwrap_err().why;
+        assert_eq!(why(parse_memory_bytes("18446744073709551616")), "out of range");
+        assert_eq!(why(parse_memory_bytes("16Ei")), "out of range");
+        assert_eq!(why(parse_memory_bytes("1e20")), "out of range");
+        assert_eq!(why(parse_cpu_millis("18446744073709551615")), "out of range");
+        assert_eq!(why(parse_cpu_millis("99999999999999999999m")), "out of range");
+        assert_eq!(why(parse_cpu_millis("0.1234567890123456789")), "out of range");
+        assert_eq!(parse_cpu_millis("5000000"), Ok(5_000_000_000));
+        assert_eq!(why(parse_cpu_millis("1.5m")), "expected whole millicores before 'm'");
+        assert_eq!(why(parse_cpu_millis("-1")), "expected a number of cores or millicores");
     }
 }

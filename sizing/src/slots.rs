@@ -4,8 +4,24 @@ use crate::MIB;
 
 /// Memory a slot may use unless the spec or the command line says otherwise.
 pub const DEFAULT_MEMORY_PER_SLOT: u64 = 512 * MIB;
-/// Memory kept for the supervisor (HTTP front, queue, buffers) before slots are counted.
+/// The least memory kept for the supervisor (HTTP front, queue, buffers) before slots are
+/// counted.
 pub const DEFAULT_SUPERVISOR_OVERHEAD: u64 = 128 * MIB;
+/// What the supervisor needs besides uploads and the Office cache: the runtime, metrics and
+/// worker pipes at rest (about 20 MiB measured) plus answers on their way out.
+pub const SUPERVISOR_AT_REST: u64 = 32 * MIB;
+/// The render pod's default Office cache of converted PDFs.
+pub const DEFAULT_OFFICE_CACHE_BYTES: u64 = 64 * MIB;
+
+/// The supervisor's share of a pod's memory when none is set: what it needs at rest, the Office
+/// cache and room for one largest upload, and never less than [`DEFAULT_SUPERVISOR_OVERHEAD`].
+/// Saturates, so an absurd body limit leaves no slot (a sizing error) instead of wrapping.
+pub fn supervisor_share(max_body_bytes: u64, office_cache_bytes: u64) -> u64 {
+    SUPERVISOR_AT_REST
+        .saturating_add(office_cache_bytes)
+        .saturating_add(max_body_bytes)
+        .max(DEFAULT_SUPERVISOR_OVERHEAD)
+}
 
 /// Resource limits of one render pod, already resolved (an unlimited cgroup means the host's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +80,9 @@ pub enum SizingError {
     /// A zero memory-per-slot or a zero override makes no sense.
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
+    /// The figures add up past what the arithmetic can hold (a memory per slot of 16 EiB).
+    #[error("{0} is too large to size slots from")]
+    TooLarge(&'static str),
 }
 
 /// Derives the slot count: `max(1, min(floor(cpu), floor((mem - overhead) / per_slot)))`.
@@ -78,7 +97,10 @@ pub fn plan_slots(limits: Limits, policy: SlotPolicy) -> Result<SlotPlan, Sizing
     if policy.override_slots == Some(0) {
         return Err(SizingError::Zero("slot override"));
     }
-    let needed = policy.supervisor_overhead + policy.memory_per_slot;
+    let needed = policy
+        .supervisor_overhead
+        .checked_add(policy.memory_per_slot)
+        .ok_or(SizingError::TooLarge("supervisor overhead plus memory per slot"))?;
     if limits.memory_bytes < needed {
         return Err(SizingError::MemoryTooSmall {
             limit_mib: limits.memory_bytes / MIB,
@@ -163,6 +185,19 @@ mod tests {
     }
 
     #[test]
+    fn the_supervisor_share_holds_one_largest_upload_and_the_office_cache() {
+        // 32 at rest + 64 Office cache + 100 upload
+        assert_eq!(supervisor_share(100 * MIB, 64 * MIB), 196 * MIB);
+        assert_eq!(supervisor_share(MIB, 0), DEFAULT_SUPERVISOR_OVERHEAD, "never below the floor");
+        assert_eq!(supervisor_share(u64::MAX, 64 * MIB), u64::MAX, "saturates, never wraps");
+        let policy = SlotPolicy {
+            supervisor_overhead: supervisor_share(u64::MAX, 0),
+            ..SlotPolicy::default()
+        };
+        assert!(plan_slots(limits(2000, GIB), policy).is_err(), "no slot, no wrapped figure");
+    }
+
+    #[test]
     fn memory_too_small_for_one_slot_is_refused() {
         let err = plan_slots(limits(2000, 600 * MIB), SlotPolicy::default()).unwrap_err();
         assert_eq!(
@@ -184,6 +219,31 @@ mod tests {
         assert_eq!(plan.slots, 6);
         assert!(plan.overridden);
         assert!(plan.reason.contains("limits would give 2"), "{}", plan.reason);
+    }
+
+    #[test]
+    fn extreme_figures_neither_panic_nor_wrap() {
+        let huge = SlotPolicy { memory_per_slot: u64::MAX, ..SlotPolicy::default() };
+        assert_eq!(
+            plan_slots(limits(2000, u64::MAX), huge),
+            Err(SizingError::TooLarge("supervisor overhead plus memory per slot"))
+        );
+        let overhead = SlotPolicy { supervisor_overhead: u64::MAX, ..SlotPolicy::default() };
+        assert!(matches!(
+            plan_slots(limits(2000, 4 * GIB), overhead),
+            Err(SizingError::TooLarge(_))
+        ));
+        // Millions of cores and exabytes: the counts saturate at u32::MAX instead of wrapping.
+        let plan = plan_slots(limits(u64::MAX, u64::MAX), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.cpu_slots, plan.memory_slots, plan.slots), (u32::MAX, u32::MAX, u32::MAX));
+        let plan = plan_slots(limits(5_000_000_000, 4 * GIB), SlotPolicy::default()).unwrap();
+        assert_eq!((plan.cpu_slots, plan.slots), (5_000_000, 7));
+        // A per-slot budget as large as the whole memory still leaves no room for the supervisor.
+        let whole = SlotPolicy { memory_per_slot: 4 * GIB, ..SlotPolicy::default() };
+        assert!(matches!(
+            plan_slots(limits(2000, 4 * GIB), whole),
+            Err(SizingError::MemoryTooSmall { needed_mib: 4224, .. })
+        ));
     }
 
     #[test]

@@ -7,8 +7,13 @@
 //!   name and a reason; `scripts/test.sh` counts and prints every skip, and a machine that
 //!   declares the capability (`RENDERPOOL_CAPABILITIES`, set by `.ci/run`) fails the test
 //!   instead.
+//! - [`metrics::sum`]: one metric's value from a Prometheus text exposition.
+//! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
+//!   pod's tests on a host process and on the real node alike.
 
+pub mod bombs;
 pub mod corpus;
+pub mod metrics;
 mod skip;
 
 pub use skip::{CAPABILITIES_ENV, LOG_ENV, capability, skip};

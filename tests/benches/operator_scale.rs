@@ -2,17 +2,22 @@
 //! once. Prints time until all are Ready, API requests per RenderPool (the operator's own
 //! client counter), the operator's peak RSS, and its writes over one idle minute (target: 0).
 //!
-//! Run: `cargo build --release --bins && cargo bench -p renderpool-tests --bench operator_scale`
-//! (POOLS=<n> changes the 200).
+//! The operator measured is always the release build (`target/release/renderpool-operator`),
+//! whatever profile this harness was built with:
+//! `cargo build --release -p renderpool-operator && cargo bench -p renderpool-tests --bench
+//! operator_scale --profile dev` (POOLS=<n> changes the 200).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
-use kube::Api;
+use std::collections::BTreeMap;
+
 use kube::api::{ListParams, PostParams};
+use kube::{Api, ResourceExt};
 use renderpool_operator::crd::{RenderPool, RenderPoolSpec};
 use renderpool_tests::cluster::Cluster;
-use renderpool_tests::operator::OperatorProcess;
+use renderpool_tests::operator::{ChartInstall, OperatorProcess, child_versions};
+use renderpool_tests::release_bin;
 
 /// Operator counters read from /metrics.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +54,19 @@ fn peak_rss_kib(identity: &str) -> Option<u64> {
         }
     }
     None
+}
+
+/// resourceVersion of every RenderPool and child in `namespace`, by kind and name.
+async fn versions(client: &kube::Client, namespace: &str) -> BTreeMap<String, String> {
+    let all = ListParams::default();
+    let mut out = child_versions(client, namespace, &all).await;
+    for pool in Api::<RenderPool>::namespaced(client.clone(), namespace).list(&all).await.unwrap() {
+        out.insert(
+            format!("RenderPool/{}", pool.name_any()),
+            pool.resource_version().unwrap_or_default(),
+        );
+    }
+    out
 }
 
 fn pool(name: &str) -> RenderPool {
@@ -114,12 +132,14 @@ async fn create_and_wait(api: &Api<RenderPool>, prefix: &str, count: usize) -> f
 async fn main() {
     let count: usize = std::env::var("POOLS").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let cluster = Cluster::shared();
-    let op = OperatorProcess::shared().await;
+    let binary = release_bin("renderpool-operator");
+    let op = &OperatorProcess::start_binary(ChartInstall::shared().await, binary.clone()).await;
     // Each pool: one 1-CPU render pod and one 500m Gotenberg pod.
     let nodes = u32::try_from(count.div_ceil(20)).unwrap().max(1);
     cluster.ensure_nodes("bench-node", nodes, "32", "128Gi").await;
     let ns = cluster.namespace("bench").await;
-    let api: Api<RenderPool> = Api::namespaced(cluster.client().await, ns.name());
+    let client = cluster.client().await;
+    let api: Api<RenderPool> = Api::namespaced(client.clone(), ns.name());
 
     let c0 = counters(op).await;
     let one = create_and_wait(&api, "baseline", 1).await;
@@ -137,11 +157,17 @@ async fn main() {
     let rss = peak_rss_kib(op.identity());
 
     let before_idle = op.metrics().await;
+    let objects_before = versions(&client, ns.name()).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     let c3 = counters(op).await;
     let after_idle = op.metrics().await;
+    let objects_after = versions(&client, ns.name()).await;
+    let changed = objects_after.iter().filter(|(k, v)| objects_before.get(*k) != Some(v)).count();
 
-    println!("operator_scale: {count} RenderPools on {nodes} kwok nodes");
+    println!(
+        "operator_scale: {count} RenderPools on {nodes} kwok nodes, operator {}",
+        binary.display()
+    );
     println!(
         "  baseline, 1 pool:    {one:.2} s to Ready; {one_requests:.0} API requests, {one_writes:.0} writes"
     );
@@ -159,9 +185,10 @@ async fn main() {
         None => println!("  operator peak RSS: process not found"),
     }
     println!(
-        "  idle minute: {:.0} writes (target 0), {:.0} requests (lease renewals)",
+        "  idle minute: {:.0} writes (target 0), {:.0} requests (lease renewals); {changed} of {} objects changed resourceVersion",
         c3.writes - c2.writes,
-        c3.requests - c2.requests
+        c3.requests - c2.requests,
+        objects_after.len()
     );
     let writes = |text: &str| -> Vec<String> {
         text.lines()

@@ -5,8 +5,11 @@
 # the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider) from
 # the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
-# Prints the bin directory on the last line of stdout.
+# Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
+# `build.sh gotenberg` for scripts/run.sh --office), only those are built.
 set -euo pipefail
+only=("$@")
+wanted() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -27,6 +30,7 @@ mkdir -p "$bin"
 
 build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
+  wanted "$wrapper" || return 0
   local toolchain=${TOOLCHAIN:-local} dest
   # Tags and a toolchain join the stamp only when set, so other tools keep the stamps they had.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} \
@@ -109,19 +113,23 @@ karpenter_toolchain=go1.27.3
 TOOLCHAIN=$karpenter_toolchain build karpenter "$(module_version karpenter sigs.k8s.io/karpenter)" "-s -w" \
   sigs.k8s.io/karpenter/kwok
 # Its CRDs and the chart whose RBAC the tests render, from the same module.
-karpenter_dir=$(cd "$here/karpenter" && GOTOOLCHAIN=$karpenter_toolchain go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
-rm -rf "$bin/karpenter-kwok"
-mkdir -p "$bin/karpenter-kwok/crds"
-cp "$karpenter_dir"/kwok/charts/crds/*.yaml "$karpenter_dir/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" \
-  "$bin/karpenter-kwok/crds/"
-cp -r "$karpenter_dir/kwok/charts" "$bin/karpenter-kwok/chart"
-chmod -R u+w "$bin/karpenter-kwok"
+if wanted karpenter; then
+  karpenter_dir=$(cd "$here/karpenter" && GOTOOLCHAIN=$karpenter_toolchain go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+  rm -rf "$bin/karpenter-kwok"
+  mkdir -p "$bin/karpenter-kwok/crds"
+  cp "$karpenter_dir"/kwok/charts/crds/*.yaml "$karpenter_dir/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" \
+    "$bin/karpenter-kwok/crds/"
+  cp -r "$karpenter_dir/kwok/charts" "$bin/karpenter-kwok/chart"
+  chmod -R u+w "$bin/karpenter-kwok"
+fi
 
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
-kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
-  pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
-  echo "---"
-  cat "$kwok_dir/kustomize/stage/$stage.yaml"
-done > "$bin/kwok-stages.yaml"
+if wanted kwok; then
+  kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+    pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$stage.yaml"
+  done > "$bin/kwok-stages.yaml"
+fi
 echo "$bin"

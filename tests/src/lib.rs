@@ -1,9 +1,16 @@
-//! End-to-end test support: the local Kubernetes control plane and helpers shared by the tests.
+//! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, the render pod
+//! as a process, the image archives and their runc containers, and helpers shared by the tests.
 
+pub mod balancer;
 pub mod cluster;
+pub mod gotenberg;
+pub mod load;
 mod mounts;
+pub mod oci;
 pub mod operator;
 mod process;
+pub mod render_pod;
+pub mod runc;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -35,6 +42,21 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// Path of a workspace binary built with the release profile (`target/release/<name>`), whatever
+/// profile the running test or benchmark was built with; a missing one is a set-up error.
+pub fn release_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<bench>-<hash> -> target/release/<name>
+    let target = exe.ancestors().nth(3).map(PathBuf::from).unwrap_or_default();
+    let path = target.join("release").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release --bin {name}` first",
+        path.display()
+    );
+    path
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -57,4 +79,12 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     None
+}
+
+/// Resident memory (VmRSS) of process `pid`, in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

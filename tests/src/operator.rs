@@ -1,12 +1,16 @@
 //! The operator as a cluster would run it: the Helm chart installed (CRD, ServiceAccount,
-//! least-privilege RBAC), and the operator binary running as a local process with a token
-//! minted for the chart's own ServiceAccount, so its rights are exactly the chart's.
+//! least-privilege RBAC, cluster-wide or namespace-scoped), and the operator binary running as a
+//! local process with a token minted for the chart's own ServiceAccount, so its rights are
+//! exactly the chart's; or, on the real node, the chart's own operator pods
+//! ([`ChartInstall::on_real_node`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::sync::OnceCell;
 
 use crate::cluster::{Cluster, run};
@@ -20,30 +24,69 @@ pub const RELEASE: &str = "renderpool-operator";
 /// The chart installed into the shared cluster, and a kubeconfig holding its ServiceAccount's token.
 pub struct ChartInstall {
     kubeconfig: PathBuf,
+    /// The namespaces a scoped install watches; empty for a cluster-wide one.
+    watch_namespaces: Vec<String>,
 }
 
 static INSTALL: OnceCell<ChartInstall> = OnceCell::const_new();
+static ON_REAL_NODE: OnceCell<ChartInstall> = OnceCell::const_new();
 static SHARED: OnceCell<OperatorProcess> = OnceCell::const_new();
 static STARTED: AtomicU32 = AtomicU32::new(0);
 
 impl ChartInstall {
-    /// Installs the chart once per test process and mints the ServiceAccount token.
+    /// Installs the chart cluster-wide once per test process and mints the ServiceAccount token.
     pub async fn shared() -> &'static ChartInstall {
-        INSTALL.get_or_init(|| async { Self::install().await }).await
+        INSTALL.get_or_init(|| async { Self::install(&[]).await }).await
     }
 
-    async fn install() -> ChartInstall {
-        let cluster = Cluster::shared();
+    /// Installs the chart watching only `namespaces` (which must exist), with Roles in each
+    /// instead of the ClusterRole. One install per cluster: the release owns the CRD.
+    pub async fn scoped(namespaces: &[&str]) -> ChartInstall {
+        Self::install(namespaces).await
+    }
+
+    /// Installs the chart cluster-wide once per test process with its operator pods on the
+    /// shared cluster's real node ([`Cluster::shared_with_real_node`]), run from the imported
+    /// image: the operator there is a pod with the token the kubelet mounts, not a process.
+    pub async fn on_real_node() -> &'static ChartInstall {
+        ON_REAL_NODE
+            .get_or_init(|| async {
+                let cluster = Cluster::shared_with_real_node();
+                let selector = cluster.real_node().node_selector();
+                Self::helm_install(&[], &[format!("nodeSelector={selector}")]).await
+            })
+            .await
+    }
+
+    async fn install(namespaces: &[&str]) -> ChartInstall {
         // The chart's own operator pods need somewhere to be scheduled (kwok plays them).
-        cluster.ensure_nodes("system", 2, "4", "8Gi").await;
+        Cluster::shared().ensure_nodes("system", 2, "4", "8Gi").await;
+        Self::helm_install(namespaces, &[]).await
+    }
+
+    /// `helm install --wait` with `--set-json` for each of `values`, then a token minted for
+    /// the chart's ServiceAccount.
+    async fn helm_install(namespaces: &[&str], values: &[String]) -> ChartInstall {
+        let cluster = Cluster::shared();
         let chart = repo_root().join("charts/renderpool-operator");
-        run(cluster
-            .helm()
-            .args(["install", RELEASE])
+        let mut helm = cluster.helm();
+        helm.args(["install", RELEASE])
             .arg(&chart)
             .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace", "--wait"])
-            .args(["--timeout", "120s"]))
-        .unwrap_or_else(|err| panic!("helm install: {err}"));
+            .args(["--timeout", "180s"]);
+        if !namespaces.is_empty() {
+            helm.args(["--set", &format!("watchNamespaces={{{}}}", namespaces.join(","))]);
+        }
+        for value in values {
+            helm.args(["--set-json", value]);
+        }
+        if let Err(err) = run(&mut helm) {
+            let pods = run(cluster
+                .kubectl()
+                .args(["get", "pods,events", "-o", "wide"])
+                .args(["-n", RELEASE_NAMESPACE]));
+            panic!("helm install: {err}\n{}", pods.unwrap_or_else(|err| err.to_string()));
+        }
         run(cluster.kubectl().args([
             "wait",
             "--for=condition=Established",
@@ -60,7 +103,10 @@ impl ChartInstall {
             "--duration=6h",
         ]))
         .unwrap_or_else(|err| panic!("token for the chart's ServiceAccount: {err}"));
-        ChartInstall { kubeconfig: cluster.kubeconfig_for_token("operator-sa", token.trim()) }
+        ChartInstall {
+            kubeconfig: cluster.kubeconfig_for_token("operator-sa", token.trim()),
+            watch_namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        }
     }
 
     /// A kubeconfig that authenticates as the chart's ServiceAccount.
@@ -92,16 +138,23 @@ impl OperatorProcess {
 
     /// Starts another operator process competing for the same Lease.
     pub async fn start(install: &ChartInstall) -> OperatorProcess {
+        Self::start_binary(install, workspace_bin("renderpool-operator")).await
+    }
+
+    /// As [`Self::start`], running `binary` (e.g. a release build for a benchmark).
+    pub async fn start_binary(install: &ChartInstall, binary: PathBuf) -> OperatorProcess {
         let cluster = Cluster::shared();
         let identity = format!("test-operator-{}", STARTED.fetch_add(1, Ordering::Relaxed));
         let port = free_port();
         let log = cluster.state_dir().join(format!("{identity}.log"));
         let file =
             std::fs::File::create(&log).unwrap_or_else(|err| panic!("{identity} log: {err}"));
-        let mut command = Command::new(workspace_bin("renderpool-operator"));
+        let mut command = Command::new(binary);
         command
             .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--identity", &identity])
             .args(["--log-format", "text"])
+            // What the chart's Deployment passes in the same install mode.
+            .env("WATCH_NAMESPACES", install.watch_namespaces.join(","))
             .env("KUBECONFIG", &install.kubeconfig)
             .env("POD_NAMESPACE", RELEASE_NAMESPACE)
             .stdin(Stdio::null())
@@ -158,4 +211,35 @@ impl Drop for OperatorProcess {
     fn drop(&mut self) {
         process::signal(self.pid, libc::SIGTERM);
     }
+}
+
+/// resourceVersion of every object of the kinds a RenderPool owns (Deployments, Services,
+/// PodDisruptionBudgets, ConfigMaps, NetworkPolicies) in `namespace` that `list` selects, keyed
+/// `Kind/name`: two calls that return the same map saw nothing written in between.
+pub async fn child_versions(
+    client: &kube::Client,
+    namespace: &str,
+    list: &kube::api::ListParams,
+) -> BTreeMap<String, String> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let mut out = BTreeMap::new();
+    macro_rules! versions {
+        ($kind:ty) => {
+            let api = kube::Api::<$kind>::namespaced(client.clone(), namespace);
+            let objects = api.list(list).await.unwrap_or_else(|err| panic!("list: {err}"));
+            for o in objects {
+                let key = format!("{}/{}", stringify!($kind), o.name_any());
+                out.insert(key, o.resource_version().unwrap_or_default());
+            }
+        };
+    }
+    versions!(Deployment);
+    versions!(Service);
+    versions!(PodDisruptionBudget);
+    versions!(ConfigMap);
+    versions!(NetworkPolicy);
+    out
 }

@@ -121,15 +121,6 @@ impl Drop for PortForward {
     }
 }
 
-fn cgroup_value(controller: &str, pod: &Pod, file: &str) -> String {
-    let uid = pod.metadata.uid.as_deref().unwrap();
-    let status = pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
-    let id = status[0].container_id.as_deref().unwrap().trim_start_matches("containerd://");
-    // Guaranteed pods sit right under kubepods (cgroupfs driver, cgroup v1 on these machines).
-    let path = format!("/sys/fs/cgroup/{controller}/kubepods/pod{uid}/{id}/{file}");
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}")).trim().to_string()
-}
-
 #[tokio::test]
 async fn the_real_node_is_ready_labelled_and_runs_real_components() {
     let (cluster, node) = node();
@@ -177,9 +168,12 @@ async fn a_guaranteed_pod_runs_with_its_limits_probe_logs_exec_and_port_forward(
     assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
 
     // The kubelet made the container's cgroup from the spec: 300m is 30 ms per 100 ms period.
-    assert_eq!(cgroup_value("cpu", &pod, "cpu.cfs_period_us"), "100000");
-    assert_eq!(cgroup_value("cpu", &pod, "cpu.cfs_quota_us"), "30000");
-    assert_eq!(cgroup_value("memory", &pod, "memory.limit_in_bytes"), (48u64 << 20).to_string());
+    assert_eq!(node.container_cgroup(&pod, "cpu", "cpu.cfs_period_us").unwrap(), "100000");
+    assert_eq!(node.container_cgroup(&pod, "cpu", "cpu.cfs_quota_us").unwrap(), "30000");
+    assert_eq!(
+        node.container_cgroup(&pod, "memory", "memory.limit_in_bytes").unwrap(),
+        (48u64 << 20).to_string()
+    );
 
     assert!(logs(cluster, ns.name(), "web").contains("serving web"));
     let uid = run(cluster

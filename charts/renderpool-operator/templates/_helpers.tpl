@@ -19,10 +19,43 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The operator image; the `helm test` hook runs it too (its `probe` command). */}}
+{{- define "renderpool-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
 {{- define "renderpool-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "renderpool-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
+{{- end -}}
+
+{{- /* What the reconciler uses, verb by verb: it lists and watches RenderPools and writes their
+       status by server-side apply (patch); it server-side applies (create + patch), watches and,
+       for a Gotenberg pool turned off, deletes the children; it records Events. No get: every
+       read comes from its watch caches. */}}
+{{- define "renderpool-operator.rules" -}}
+- apiGroups: [renderpool.dev]
+  resources: [renderpools]
+  verbs: [list, watch]
+- apiGroups: [renderpool.dev]
+  resources: [renderpools/status]
+  verbs: [patch]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
 {{- end -}}

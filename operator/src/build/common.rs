@@ -1,9 +1,11 @@
 //! Names, labels and the parts both components share (metadata, Service, PDB, security).
 
+use crate::crd::RenderPoolSpec;
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, PodSecurityContext,
-    Probe, ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount,
+    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle,
+    LifecycleHandler, PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, TopologySpreadConstraint,
+    Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -30,9 +32,15 @@ impl Component {
     }
 }
 
-/// Name of a component's Deployment, Service and PDB: `<pool>-render`, `<pool>-gotenberg`.
+/// Name of a component's Deployment, Service and PDB: `<pool>-render`, `<pool>-gotenberg`
+/// (the Gotenberg NetworkPolicy too).
 pub fn child_name(pool: &str, component: Component) -> String {
     format!("{pool}-{}", component.as_str())
+}
+
+/// Name of the ConfigMap holding each render pod's Office share: `<pool>-office`.
+pub fn office_share_name(pool: &str) -> String {
+    format!("{pool}-office")
 }
 
 /// Labels that select a component's pods; stable, because a Deployment's selector is immutable.
@@ -70,8 +78,13 @@ impl Meta {
 
     /// Metadata of a component's Deployment, Service or PDB, owned by the pool.
     pub fn object(&self, component: Component) -> ObjectMeta {
+        self.named(component, child_name(&self.pool, component))
+    }
+
+    /// Metadata of a component's object called `name`, owned by the pool.
+    pub fn named(&self, component: Component, name: String) -> ObjectMeta {
         ObjectMeta {
-            name: Some(child_name(&self.pool, component)),
+            name: Some(name),
             namespace: Some(self.namespace.clone()),
             labels: Some(self.labels(component)),
             owner_references: Some(vec![self.owner.clone()]),
@@ -190,20 +203,73 @@ pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), ..EnvVar::default() }
 }
 
-/// A writable /tmp under a read-only root, sized so it cannot eat the pod's memory unnoticed.
-pub fn tmp_volume(size: &str) -> (Volume, VolumeMount) {
+/// Where a writable /tmp under a read-only root lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scratch {
+    /// tmpfs: counts against the pod's memory limit (small, fast scratch).
+    Memory,
+    /// The node's disk: counts against ephemeral storage instead.
+    Disk,
+}
+
+/// A writable /tmp under a read-only root, size-limited so it cannot fill memory or the node's
+/// disk unnoticed.
+pub fn tmp_volume(size: String, scratch: Scratch) -> (Volume, VolumeMount) {
     let volume = Volume {
         name: "tmp".into(),
         empty_dir: Some(EmptyDirVolumeSource {
-            medium: Some("Memory".into()),
-            size_limit: Some(Quantity(size.into())),
-            mode: None,
+            medium: (scratch == Scratch::Memory).then(|| "Memory".into()),
+            size_limit: Some(Quantity(size)),
+            ..EmptyDirVolumeSource::default()
         }),
         ..Volume::default()
     };
     let mount =
         VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..VolumeMount::default() };
     (volume, mount)
+}
+
+/// A byte count as the quantity the API server stores for it: whole MiB (rounded up), or GiB
+/// when exact, so the stored form equals the built one.
+pub fn mebibytes(bytes: u64) -> String {
+    let mib = bytes.div_ceil(renderpool_sizing::MIB);
+    if mib.is_multiple_of(1024) { format!("{}Gi", mib / 1024) } else { format!("{mib}Mi") }
+}
+
+/// The preStop sleep; none at all for 0 seconds (a zero sleep is refused before Kubernetes 1.33).
+pub fn pre_stop(seconds: i64) -> Option<Lifecycle> {
+    (seconds > 0).then(|| Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            sleep: Some(SleepAction { seconds }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
+    })
+}
+
+/// The spec's placement (node selector, tolerations, affinity, spread, priority) on a pod of
+/// `component`; without a spread in the spec, the pods of each component spread across nodes.
+pub fn place(pod: &mut PodSpec, spec: &RenderPoolSpec, pool: &str, component: Component) {
+    pod.node_selector = spec.node_selector.clone();
+    pod.tolerations = spec.tolerations.clone();
+    pod.affinity = spec.affinity.clone();
+    pod.priority_class_name = spec.priority_class_name.clone();
+    pod.topology_spread_constraints = Some(
+        spec.topology_spread_constraints.clone().unwrap_or_else(|| default_spread(pool, component)),
+    );
+}
+
+fn default_spread(pool: &str, component: Component) -> Vec<TopologySpreadConstraint> {
+    vec![TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "kubernetes.io/hostname".into(),
+        when_unsatisfiable: "ScheduleAnyway".into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(selector_labels(pool, component)),
+            ..LabelSelector::default()
+        }),
+        ..TopologySpreadConstraint::default()
+    }]
 }
 
 /// A container port named `http`.

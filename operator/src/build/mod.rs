@@ -2,14 +2,18 @@
 
 mod common;
 mod gotenberg;
+mod office;
 mod render;
 
-pub use common::{Component, child_name, selector_labels, selector_string};
+pub use common::{Component, child_name, office_share_name, selector_labels, selector_string};
+pub use gotenberg::{GOTENBERG_PORT, gotenberg_args};
+pub use office::{OFFICE_MOUNT, SHARE_KEY};
 
 use crate::crd::RenderPool;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Resource;
 
@@ -26,13 +30,28 @@ pub struct ComponentObjects {
     pub pdb: PodDisruptionBudget,
 }
 
+/// The Gotenberg pool and what the render pods need to use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GotenbergObjects {
+    /// `<pool>-office`: each render pod's share of the conversions, read at run time.
+    pub office_share: ConfigMap,
+    /// The Gotenberg pods.
+    pub deployment: Deployment,
+    /// Their address for the render pods.
+    pub service: Service,
+    /// One voluntary eviction at a time.
+    pub pdb: PodDisruptionBudget,
+    /// Only the pool's render pods reach Gotenberg.
+    pub network_policy: NetworkPolicy,
+}
+
 /// Everything one RenderPool owns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Children {
     /// The render pods.
     pub render: ComponentObjects,
     /// The Gotenberg pool, absent when disabled.
-    pub gotenberg: Option<ComponentObjects>,
+    pub gotenberg: Option<GotenbergObjects>,
 }
 
 /// A RenderPool that cannot own children (it has not been stored by the API server).
@@ -47,7 +66,7 @@ pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMeta
     let name = pool.metadata.name.clone().ok_or(MissingMetadata("name"))?;
     let ctx = common::Meta { pool: name, namespace, owner };
     let render = render::objects(&ctx, &pool.spec, plan);
-    let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec.gotenberg, &g));
+    let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g));
     Ok(Children { render, gotenberg })
 }
 

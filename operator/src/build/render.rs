@@ -2,18 +2,17 @@
 
 use super::ComponentObjects;
 use super::common::{
-    self, Component, Meta, container_security, env, guaranteed, http_port, http_probe,
-    pod_annotations, pod_security, selector_labels, tmp_volume,
+    self, Component, Meta, Scratch, container_security, env, guaranteed, http_port, http_probe,
+    place, pod_annotations, pod_security, pre_stop, selector_labels, tmp_volume,
 };
+use super::gotenberg::GOTENBERG_PORT;
+use super::office;
 use crate::crd::RenderPoolSpec;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, SleepAction,
-    TopologySpreadConstraint,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -33,9 +32,13 @@ pub(super) fn objects(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Co
     }
 }
 
-/// Environment of `render-pod serve`; the names are the render pod's contract.
+/// Environment of `render-pod serve`; the names are the render pod's contract. Nothing here may
+/// depend on a replica count: a change would replace every pod on a scale.
 fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar> {
-    let mut vars = vec![env("RENDERPOD_LISTEN", format!("0.0.0.0:{RENDER_PORT}"))];
+    // All interfaces of both families: IPv6 single-stack clusters too (the pod falls back to
+    // 0.0.0.0 where the kernel has no IPv6).
+    let mut vars = vec![env("RENDERPOD_LISTEN", format!("[::]:{RENDER_PORT}"))];
+    vars.push(env("RENDERPOD_LOG_FORMAT", "json"));
     // Only an explicit count is passed: otherwise the pod derives the same figure from its
     // cgroup with the same formula, and the two cannot drift.
     if let Some(slots) = spec.slots {
@@ -48,10 +51,11 @@ fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar
     // In-flight jobs get their whole deadline to finish after SIGTERM; the pod's termination
     // grace period below covers it.
     vars.push(env("RENDERPOD_GRACE_PERIOD_MS", spec.job_deadline_ms.to_string()));
-    if let Some(g) = plan.gotenberg {
+    vars.push(env("RENDERPOD_MAX_BODY_BYTES", spec.max_body_size.clone()));
+    if plan.gotenberg.is_some() {
         let service = common::child_name(&meta.pool, Component::Gotenberg);
-        vars.push(env("RENDERPOD_GOTENBERG_URL", format!("http://{service}:3000")));
-        vars.push(env("RENDERPOD_OFFICE_CONCURRENCY", g.office_per_pod.to_string()));
+        vars.push(env("RENDERPOD_GOTENBERG_URL", format!("http://{service}:{GOTENBERG_PORT}")));
+        vars.push(env("RENDERPOD_OFFICE_SHARE_FILE", office::share_file()));
     }
     vars
 }
@@ -59,26 +63,25 @@ fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar
 /// Seconds the kubelet waits before SIGKILL: preStop, drain, one full job, and a margin, so a
 /// job that started just before shutdown still finishes.
 pub fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
-    let drain = (spec.drain_delay_ms.max(0) + 999) / 1000;
-    let deadline = (spec.job_deadline_ms.max(0) + 999) / 1000;
-    spec.pre_stop_seconds.max(0) + drain + deadline + GRACE_MARGIN_SECONDS
-}
-
-fn default_spread(pool: &str) -> Vec<TopologySpreadConstraint> {
-    vec![TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: "kubernetes.io/hostname".into(),
-        when_unsatisfiable: "ScheduleAnyway".into(),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(selector_labels(pool, Component::Render)),
-            ..LabelSelector::default()
-        }),
-        ..TopologySpreadConstraint::default()
-    }]
+    let drain = spec.drain_delay_ms.max(0).saturating_add(999) / 1000;
+    let deadline = spec.job_deadline_ms.max(0).saturating_add(999) / 1000;
+    // Each term is bounded by validation; saturation only guards the arithmetic itself.
+    spec.pre_stop_seconds
+        .max(0)
+        .saturating_add(drain)
+        .saturating_add(deadline)
+        .saturating_add(GRACE_MARGIN_SECONDS)
 }
 
 fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment {
-    let (tmp, tmp_mount) = tmp_volume("64Mi");
+    let (tmp, tmp_mount) = tmp_volume("64Mi".into(), Scratch::Memory);
+    let mut volumes = vec![tmp];
+    let mut mounts = vec![tmp_mount];
+    if plan.gotenberg.is_some() {
+        let (share, share_mount) = office::share_volume(&meta.pool);
+        volumes.push(share);
+        mounts.push(share_mount);
+    }
     let container = Container {
         name: "render-pod".into(),
         image: Some(spec.image.clone()),
@@ -89,33 +92,21 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
         resources: Some(guaranteed(&spec.cpu, &spec.memory)),
         liveness_probe: Some(http_probe("/healthz", 10, 3)),
         readiness_probe: Some(http_probe("/readyz", 5, 1)),
-        lifecycle: Some(Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                sleep: Some(SleepAction { seconds: spec.pre_stop_seconds }),
-                ..LifecycleHandler::default()
-            }),
-            ..Lifecycle::default()
-        }),
+        lifecycle: pre_stop(spec.pre_stop_seconds),
         security_context: Some(container_security(true)),
-        volume_mounts: Some(vec![tmp_mount]),
+        volume_mounts: Some(mounts),
         ..Container::default()
     };
-    let pod = PodSpec {
+    let mut pod = PodSpec {
         containers: vec![container],
-        volumes: Some(vec![tmp]),
+        volumes: Some(volumes),
         security_context: Some(pod_security(RENDER_UID)),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         termination_grace_period_seconds: Some(grace_period_seconds(spec)),
-        node_selector: spec.node_selector.clone(),
-        tolerations: spec.tolerations.clone(),
-        affinity: spec.affinity.clone(),
-        topology_spread_constraints: Some(
-            spec.topology_spread_constraints.clone().unwrap_or_else(|| default_spread(&meta.pool)),
-        ),
-        priority_class_name: spec.priority_class_name.clone(),
         ..PodSpec::default()
     };
+    place(&mut pod, spec, &meta.pool, Component::Render);
     Deployment {
         metadata: meta.object(Component::Render),
         spec: DeploymentSpec {

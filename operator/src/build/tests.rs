@@ -3,6 +3,7 @@ use super::*;
 use crate::test_fixtures::pool_from_yaml;
 use crate::validate::validate;
 use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 
 fn children(spec: &str) -> Children {
@@ -36,7 +37,9 @@ fn render_pod_gets_guaranteed_resources_env_and_probes() {
     assert_eq!(res.limits.as_ref().unwrap()["cpu"].0, "3");
     assert_eq!(res.limits.as_ref().unwrap()["memory"].0, "4Gi");
     let env = env_map(ctr);
-    assert_eq!(env["RENDERPOD_LISTEN"], "0.0.0.0:8080");
+    assert_eq!(env["RENDERPOD_LISTEN"], "[::]:8080", "both address families");
+    assert_eq!(env["RENDERPOD_LOG_FORMAT"], "json");
+    assert_eq!(env["RENDERPOD_MAX_BODY_BYTES"], "100Mi");
     assert_eq!(env["RENDERPOD_MEMORY_PER_SLOT"], "512Mi");
     assert_eq!(env["RENDERPOD_QUEUE_DEPTH"], "16");
     assert_eq!(env["RENDERPOD_JOB_DEADLINE_MS"], "20000");
@@ -45,8 +48,7 @@ fn render_pod_gets_guaranteed_resources_env_and_probes() {
         "in-flight jobs get their whole deadline"
     );
     assert_eq!(env["RENDERPOD_GOTENBERG_URL"], "http://docs-gotenberg:3000");
-    // 1 Gotenberg replica shared by 2 render pods: max(1, 1 / 2) = 1
-    assert_eq!(env["RENDERPOD_OFFICE_CONCURRENCY"], "1");
+    assert_eq!(env["RENDERPOD_OFFICE_SHARE_FILE"], "/etc/renderpool/office/concurrency");
     assert!(!env.contains_key("RENDERPOD_SLOTS"), "slots are derived in the pod unless overridden");
     let probe_path =
         |p: &Option<k8s_openapi::api::core::v1::Probe>| p.clone().unwrap().http_get.unwrap().path;
@@ -63,6 +65,29 @@ fn shutdown_outlasts_prestop_drain_and_one_job() {
     assert_eq!(pod.termination_grace_period_seconds, Some(35));
     let pre_stop = container(&c.render.deployment).lifecycle.clone().unwrap().pre_stop.unwrap();
     assert_eq!(pre_stop.sleep.unwrap().seconds, 7);
+    let g = c.gotenberg.unwrap();
+    let gotenberg_pod = g.deployment.spec.template.spec.clone().unwrap();
+    // 7 preStop + 21 (Gotenberg's timeout: the 20.5 s deadline rounded up) + 5 margin
+    assert_eq!(gotenberg_pod.termination_grace_period_seconds, Some(33));
+    assert_eq!(
+        container(&g.deployment)
+            .lifecycle
+            .clone()
+            .unwrap()
+            .pre_stop
+            .unwrap()
+            .sleep
+            .unwrap()
+            .seconds,
+        7
+    );
+}
+
+#[test]
+fn zero_pre_stop_leaves_the_hook_out() {
+    let c = children("preStopSeconds: 0");
+    assert_eq!(container(&c.render.deployment).lifecycle, None);
+    assert_eq!(container(&c.gotenberg.unwrap().deployment).lifecycle, None);
 }
 
 #[test]
@@ -94,8 +119,8 @@ fn explicit_slots_are_passed_to_the_pod() {
 #[test]
 fn gotenberg_is_bounded_and_flags_follow_its_limits() {
     let c = children(
-        "replicas: 2\ngotenberg:\n  officeConcurrency: 5\n  cpu: 2500m\n  memory: 3Gi\n  \
-         restartAfter: 20\n  queueSize: 1\n  timeoutSeconds: 45",
+        "replicas: 2\njobDeadlineMs: 50000\ngotenberg:\n  officeConcurrency: 5\n  cpu: 2500m\n  \
+         memory: 3Gi\n  restartAfter: 20\n  queueSize: 1\n  timeoutSeconds: 45",
     );
     let g = c.gotenberg.unwrap();
     assert_eq!(g.deployment.metadata.name.as_deref(), Some("docs-gotenberg"));
@@ -104,16 +129,105 @@ fn gotenberg_is_bounded_and_flags_follow_its_limits() {
     let limits = ctr.resources.clone().unwrap().limits.unwrap();
     assert_eq!((limits["cpu"].0.as_str(), limits["memory"].0.as_str()), ("2500m", "3Gi"));
     let args = ctr.args.clone().unwrap();
+    assert_eq!(args[0], "gotenberg", "the command name comes first, as both images expect");
     for flag in [
         "--api-timeout=45s",
+        "--gotenberg-graceful-shutdown-duration=45s",
+        // 100Mi upload limit + 1Mi multipart framing
+        "--api-body-limit=105906176",
+        "--api-disable-download-from=true",
+        "--webhook-disable=true",
         "--libreoffice-restart-after=20",
         "--libreoffice-max-queue-size=1",
-        // 2500m -> 2 whole cores
-        "--chromium-max-concurrency=2",
+        "--libreoffice-deny-private-ips=true",
+        "--libreoffice-deny-public-ips=true",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} missing from {args:?}");
     }
+    // The LibreOffice-only Gotenberg refuses unknown flags.
+    assert!(!args.iter().any(|a| a.starts_with("--chromium")), "{args:?}");
     assert_eq!(g.service.spec.unwrap().ports.unwrap()[0].port, 3000);
+    // 5 Gotenberg replicas over 2 render pods: 2 each, in the ConfigMap, not in the pods.
+    assert_eq!(g.office_share.metadata.name.as_deref(), Some("docs-office"));
+    assert_eq!(g.office_share.data.unwrap()["concurrency"], "2");
+}
+
+#[test]
+fn the_libreoffice_flavor_gets_no_chromium_flag_and_the_full_one_loses_its_routes() {
+    let plan = |spec: &str| {
+        let pool = pool_from_yaml("docs", spec);
+        let plan = validate(&pool.spec).unwrap();
+        (pool.spec.gotenberg.clone(), plan.gotenberg.unwrap())
+    };
+    let (spec, g) = plan("{}");
+    let args = gotenberg_args(&spec, &g);
+    assert!(!args.iter().any(|a| a.starts_with("--chromium")), "{args:?}");
+    let (spec, g) = plan("gotenberg:\n  flavor: full\n  image: gotenberg/gotenberg:8.36.0");
+    let args = gotenberg_args(&spec, &g);
+    assert!(args.contains(&"--chromium-disable-routes=true".to_string()), "{args:?}");
+}
+
+#[test]
+fn gotenberg_runs_read_only_with_a_disk_scratch_and_the_pools_placement() {
+    let c = children(
+        "nodeSelector:\n  pool: docs\npriorityClassName: batch\ntolerations:\n- key: office\n  operator: Exists",
+    );
+    let g = c.gotenberg.unwrap();
+    let pod = g.deployment.spec.template.spec.clone().unwrap();
+    let ctr = &pod.containers[0];
+    assert_eq!(ctr.image.as_deref(), Some("ghcr.io/renderpool/gotenberg-libreoffice:8.36.0"));
+    assert_eq!(ctr.security_context.clone().unwrap().read_only_root_filesystem, Some(true));
+    let tmp = pod.volumes.clone().unwrap().into_iter().find(|v| v.name == "tmp").unwrap();
+    let empty_dir = tmp.empty_dir.unwrap();
+    assert_eq!(empty_dir.medium, None, "disk-backed");
+    // 4 x 100Mi uploads + 256Mi for LibreOffice's profile.
+    assert_eq!(empty_dir.size_limit.unwrap().0, "656Mi");
+    let env = env_map(ctr);
+    assert_eq!((env["HOME"].as_str(), env["TMPDIR"].as_str()), ("/tmp", "/tmp"));
+    assert_eq!(env["OTEL_METRICS_EXPORTER"], "none");
+    assert_eq!(pod.node_selector.unwrap()["pool"], "docs");
+    assert_eq!(pod.priority_class_name.as_deref(), Some("batch"));
+    assert_eq!(pod.tolerations.unwrap()[0].key.as_deref(), Some("office"));
+    let spread = pod.topology_spread_constraints.unwrap();
+    let selector = spread[0].label_selector.clone().unwrap().match_labels.unwrap();
+    assert_eq!(selector["app.kubernetes.io/component"], "gotenberg", "each kind spreads by itself");
+}
+
+#[test]
+fn only_the_pools_render_pods_reach_gotenberg() {
+    let g = children("{}").gotenberg.unwrap();
+    let spec = g.network_policy.spec.unwrap();
+    let selected = spec.pod_selector.unwrap().match_labels.unwrap();
+    assert_eq!(selected, selector_labels("docs", Component::Gotenberg));
+    assert_eq!(spec.policy_types.unwrap(), ["Ingress", "Egress"]);
+    assert_eq!(spec.egress, None, "no egress rule: Gotenberg reaches nothing");
+    let rule = &spec.ingress.unwrap()[0];
+    let from = rule.from.clone().unwrap()[0].pod_selector.clone().unwrap().match_labels.unwrap();
+    assert_eq!(from, selector_labels("docs", Component::Render));
+    let port = &rule.ports.clone().unwrap()[0];
+    assert_eq!(port.port, Some(IntOrString::Int(3000)));
+}
+
+#[test]
+fn scaling_changes_the_share_but_never_the_render_pod_template() {
+    let template = |spec: &str| {
+        let c = children(spec);
+        let share = c.gotenberg.map(|g| g.office_share.data.unwrap()["concurrency"].clone());
+        (c.render.deployment.spec.template, share)
+    };
+    let (base, share) = template("replicas: 2\ngotenberg:\n  replicas: 4");
+    for (spec, expected) in [
+        ("replicas: 4\ngotenberg:\n  replicas: 4", "1"),
+        ("replicas: 1\ngotenberg:\n  replicas: 4", "4"),
+        ("replicas: 2\ngotenberg:\n  replicas: 9", "4"),
+    ] {
+        let (other, other_share) = template(spec);
+        assert_eq!(other, base, "{spec}: the pod template must not follow replica counts");
+        assert_eq!(other_share.as_deref(), Some(expected), "{spec}");
+    }
+    assert_eq!(share.as_deref(), Some("2"));
+    let volume = base.spec.unwrap().volumes.unwrap().into_iter().find(|v| v.name == "office");
+    assert_eq!(volume.unwrap().config_map.unwrap().name, "docs-office");
 }
 
 #[test]
@@ -138,6 +252,9 @@ fn children_are_owned_labelled_and_selected_consistently() {
     );
     let env = env_map(container(d));
     assert!(!env.contains_key("RENDERPOD_GOTENBERG_URL"));
+    assert!(!env.contains_key("RENDERPOD_OFFICE_SHARE_FILE"));
+    let volumes = d.spec.template.spec.clone().unwrap().volumes.unwrap();
+    assert!(volumes.iter().all(|v| v.config_map.is_none()), "no share to mount");
 }
 
 #[test]

@@ -41,10 +41,12 @@ fn ready_pool_reports_slot_figures_and_selector() {
         render: Some(&render),
         gotenberg: Some(&gotenberg),
         previous: None,
+        last_error: None,
         now: at(100),
     });
-    // 2 CPU -> 2; (1024 - 128) / 512 = 1 -> 1 slot per pod, 3 in all
-    assert_eq!((s.slots_per_pod, s.total_slots), (Some(1), Some(3)));
+    // 2 CPU -> 2; (1024 - 196) / 512 = 1.6 -> 1 slot per pod, 3 in all
+    assert_eq!((s.slots_per_pod, s.total_slots, s.ready_slots), (Some(1), Some(3), Some(3)));
+    assert_eq!(s.last_error, None);
     assert_eq!((s.replicas, s.ready_replicas), (3, 3));
     assert_eq!((s.gotenberg_replicas, s.gotenberg_ready_replicas), (Some(1), Some(1)));
     assert_eq!(s.observed_generation, Some(4));
@@ -67,6 +69,7 @@ fn transition_time_moves_only_when_the_condition_flips() {
             render: Some(render),
             gotenberg: Some(&g),
             previous,
+            last_error: None,
             now,
         })
     };
@@ -91,6 +94,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         render: None,
         gotenberg: None,
         previous: None,
+        last_error: None,
         now: at(1),
     });
     let degraded = cond(&s, DEGRADED);
@@ -98,7 +102,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         (degraded.status.as_str(), degraded.reason.as_str()),
         ("True", "MemoryTooSmallForOneSlot")
     );
-    assert!(degraded.message.contains("needs at least 640 MiB"), "{}", degraded.message);
+    assert!(degraded.message.contains("needs at least 708 MiB"), "{}", degraded.message);
     assert_eq!(cond(&s, READY).status, "False");
     assert_eq!(s.slots_per_pod, None);
     assert!(s.selector.is_some(), "/scale keeps working on a degraded pool");
@@ -122,6 +126,7 @@ fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
         render,
         gotenberg: None,
         previous: None,
+        last_error: None,
         now: at(1),
     };
     let s = compute(&base(Some(&stuck)));
@@ -130,4 +135,25 @@ fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
     let s = compute(&base(None));
     assert_eq!(cond(&s, PROGRESSING).reason, "Creating");
     assert_eq!(cond(&s, READY).reason, "ChildrenMissing");
+}
+
+#[test]
+fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 4\ncpu: '3'\nmemory: 4Gi")).unwrap());
+    let (render, gotenberg) = (deployment(4, 1), deployment(1, 0));
+    let failure = LastError { reason: "Forbidden".into(), message: "apply Deployment: no".into() };
+    let s = compute(&Observed {
+        pool: "docs",
+        generation: Some(1),
+        plan: &plan,
+        render: Some(&render),
+        gotenberg: Some(&gotenberg),
+        previous: None,
+        last_error: Some(failure.clone()),
+        now: at(1),
+    });
+    // 3 slots per pod; one of four pods ready.
+    assert_eq!((s.ready_slots, s.total_slots), (Some(3), Some(12)));
+    assert_eq!(s.gotenberg_ready_replicas, Some(0));
+    assert_eq!(s.last_error, Some(failure));
 }

@@ -4,6 +4,8 @@
 //! worker`) with its own PDFium, fed over pipes. Nothing here runs PDFium in this process: the
 //! async front only queues, waits and answers.
 
+mod confine;
+mod fatal;
 mod job;
 mod poison;
 mod policy;
@@ -11,6 +13,7 @@ mod process;
 mod procfs;
 mod protocol;
 mod slot;
+mod verdict;
 pub mod worker;
 
 use std::sync::Arc;
@@ -24,7 +27,9 @@ use tokio::task::JoinHandle;
 use crate::metrics::Metrics;
 use crate::ops::{DocHash, OpOutput};
 
-pub use job::{JobError, Task};
+pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
+pub use job::{JobError, Task, Timing};
+pub use policy::{MovingAverage, entropy, retry_after_secs};
 pub use process::WorkerCommand;
 pub use procfs::Memory;
 
@@ -40,9 +45,12 @@ pub struct EngineConfig {
     /// Jobs after which a worker is replaced (plus up to 10% jitter).
     pub recycle_after_jobs: u64,
     /// Resident memory above which a worker is replaced after its job.
-    pub memory_per_slot: u64,
+    pub recycle_rss: u64,
     /// How long a document that crashed a worker is refused.
     pub poison_ttl: Duration,
+    /// How long a running job whose client went away may still finish before its worker is
+    /// killed and replaced.
+    pub cancel_grace: Duration,
     /// How long a worker gets to exit after its stdin closes.
     pub stop_grace: Duration,
     /// How to start a worker.
@@ -55,6 +63,9 @@ struct SlotStatus {
     pid: AtomicU32,
     busy: AtomicBool,
     jobs: AtomicU64,
+    /// Its worker is being replaced at once (a recycle, or a death after a healthy life), not
+    /// backing off from a crash loop.
+    replacing: AtomicBool,
 }
 
 /// State shared by the slots and the front.
@@ -64,17 +75,8 @@ struct Shared {
     queue: Mutex<mpsc::Receiver<job::Job>>,
     poison: poison::PoisonList,
     slots: Vec<SlotStatus>,
-    average_job_micros: AtomicU64,
-}
-
-impl Shared {
-    /// Moving average of job time, for `Retry-After`.
-    fn record_job_time(&self, elapsed: Duration) {
-        let sample = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let old = self.average_job_micros.load(Ordering::Relaxed);
-        let new = if old == 0 { sample } else { (old * 7 + sample) / 8 };
-        self.average_job_micros.store(new, Ordering::Relaxed);
-    }
+    /// Job time, for `Retry-After`.
+    average_job: policy::MovingAverage,
 }
 
 /// One worker as `/readyz` shows it.
@@ -84,6 +86,8 @@ pub struct WorkerView {
     pub slot: usize,
     /// Worker process id; `None` while the slot is (re)starting its worker.
     pub pid: Option<u32>,
+    /// The slot is starting its next worker at once: it takes jobs again within moments.
+    pub replacing: bool,
     /// Running a job now.
     pub busy: bool,
     /// Jobs this worker has run.
@@ -99,15 +103,24 @@ pub struct EngineStatus {
     pub slots: u32,
     /// Slots with a live worker.
     pub alive: u32,
+    /// Slots starting their next worker at once (not backing off from a crash loop).
+    pub replacing: u32,
     /// Slots running a job.
     pub busy: u32,
-    /// Jobs waiting.
+    /// Places taken: jobs waiting, and places reserved for bodies still coming in.
     pub queued: usize,
     /// Queue capacity.
     pub queue_depth: usize,
+    /// Each worker's hard memory ceiling (`RLIMIT_DATA`), if any.
+    pub memory_ceiling_bytes: Option<u64>,
     /// Each slot.
     pub workers: Vec<WorkerView>,
 }
+
+/// A place in the queue, taken before a request's body is read and handed to its job; dropping
+/// it gives the place back.
+#[derive(Debug)]
+pub struct Place(mpsc::OwnedPermit<job::Job>);
 
 /// The running engine.
 pub struct Engine {
@@ -124,12 +137,12 @@ impl Engine {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let slots = (0..config.slots).map(|_| SlotStatus::default()).collect();
         let shared = Arc::new(Shared {
-            poison: poison::PoisonList::new(config.poison_ttl),
+            poison: poison::PoisonList::new(config.poison_ttl, poison::CAPACITY),
             config,
             metrics,
             queue: Mutex::new(receiver),
             slots,
-            average_job_micros: AtomicU64::new(0),
+            average_job: policy::MovingAverage::default(),
         });
         let tasks = (0..shared.slots.len())
             .map(|index| tokio::spawn(slot::run(shared.clone(), index, shutdown_rx.clone())))
@@ -137,9 +150,21 @@ impl Engine {
         Self { shared, sender, shutdown, tasks: std::sync::Mutex::new(tasks) }
     }
 
-    /// The deadline of a request that arrived at `arrived`.
-    pub fn deadline(&self, arrived: Instant) -> Instant {
-        arrived + self.shared.config.job_deadline
+    /// Arrival and deadlines of a request that arrived at `arrived`, with the client's own
+    /// timeout if it gave one.
+    pub fn timing(&self, arrived: Instant, client_timeout: Option<Duration>) -> Timing {
+        Timing::new(arrived, self.shared.config.job_deadline, client_timeout)
+    }
+
+    /// The timing of a further job of a request timed `timing`, queued now with a deadline of
+    /// its own (see [`Timing::next_job`]).
+    pub fn next_job(&self, timing: &Timing) -> Timing {
+        timing.next_job(Instant::now(), self.shared.config.job_deadline)
+    }
+
+    /// Slots: how many page tasks of one request are worth having in flight at once.
+    pub fn slots(&self) -> usize {
+        usize::try_from(self.shared.config.slots).unwrap_or(1).max(1)
     }
 
     /// Refuses a document that recently crashed a worker.
@@ -153,103 +178,118 @@ impl Engine {
         }
     }
 
-    /// Refuses at once when the queue is full, before a request's body is even read.
-    pub fn ensure_room(&self) -> Result<(), JobError> {
-        if self.sender.capacity() == 0 { Err(self.overloaded()) } else { Ok(()) }
+    /// Takes a place in the queue for a request whose body is still to be read, so an admitted
+    /// upload always has room when it is ready; refuses at once when the queue is full or the
+    /// wait for a slot would outlast the request's deadline. Dropping the place frees it.
+    pub fn reserve(&self, timing: &Timing) -> Result<Place, JobError> {
+        self.check_start(timing, 0)?;
+        let permit = self.sender.clone().try_reserve_owned().map_err(|_| self.overloaded())?;
+        Ok(Place(permit))
     }
 
-    /// Runs one task and waits for its answer.
-    pub async fn run(&self, task: Task, arrived: Instant) -> Result<OpOutput, JobError> {
-        self.check_quarantine(&task.hash)?;
-        let permit = self.sender.try_reserve().map_err(|_| self.overloaded())?;
-        let rx = self.enqueue(permit, task, arrived);
-        self.wait(rx, arrived).await
-    }
-
-    /// Runs the page tasks of one request (a filmstrip) through the shared queue, at most one
-    /// per slot in flight. The first batch is admitted at once or refused like any request; later
-    /// pages wait for queue room within the deadline. The first failure fails the request.
-    pub async fn run_all(
+    /// Runs one task in `place` and waits for its answer. The wait for a slot is estimated
+    /// again first (the queue may have grown while the body came in).
+    pub async fn run(
         &self,
-        tasks: Vec<Task>,
-        arrived: Instant,
-    ) -> Result<Vec<OpOutput>, JobError> {
-        if let Some(first) = tasks.first() {
-            self.check_quarantine(&first.hash)?;
-        }
-        let window =
-            usize::try_from(self.shared.config.slots).unwrap_or(1).clamp(1, tasks.len().max(1));
-        let mut tasks = tasks.into_iter();
-        let permits = self.sender.try_reserve_many(window).map_err(|_| self.overloaded())?;
-        let mut pending: std::collections::VecDeque<_> = permits
-            .zip(&mut tasks)
-            .map(|(permit, task)| self.enqueue(permit, task, arrived))
-            .collect();
-        let mut outputs = Vec::with_capacity(pending.len() + tasks.len());
-        while let Some(rx) = pending.pop_front() {
-            outputs.push(self.wait(rx, arrived).await?);
-            if let Some(task) = tasks.next() {
-                let permit = match tokio::time::timeout_at(
-                    self.deadline(arrived).into(),
-                    self.sender.reserve(),
-                )
-                .await
-                {
-                    Ok(Ok(permit)) => permit,
-                    Ok(Err(_)) => return Err(JobError::Draining),
-                    Err(_) => {
-                        return Err(JobError::DeadlineExceeded {
-                            deadline: self.shared.config.job_deadline,
-                            queued: true,
-                        });
-                    }
-                };
-                pending.push_back(self.enqueue(permit, task, arrived));
-            }
-        }
-        Ok(outputs)
-    }
-
-    fn enqueue(
-        &self,
-        permit: mpsc::Permit<'_, job::Job>,
+        place: Place,
         task: Task,
-        arrived: Instant,
-    ) -> oneshot::Receiver<Result<OpOutput, JobError>> {
+        timing: Timing,
+    ) -> Result<OpOutput, JobError> {
+        self.check_quarantine(&task.hash)?;
+        // The place is counted among the queued; it is not ahead of itself.
+        self.check_start(&timing, 1)?;
         let (reply, rx) = oneshot::channel();
         self.shared.metrics.queue_depth.inc();
-        permit.send(job::Job { task, arrived, deadline: self.deadline(arrived), reply });
-        rx
+        place.0.send(job::Job { task, timing, reply });
+        self.wait(rx, timing).await
+    }
+
+    /// Runs one page task of a request already admitted (a filmstrip's pages after the first):
+    /// waits for a place within the deadline instead of being refused, since the request holds
+    /// its admission already, and waiting places are served before new arrivals.
+    pub async fn run_admitted(&self, task: Task, timing: Timing) -> Result<OpOutput, JobError> {
+        let permit = match tokio::time::timeout_at(
+            timing.effective().into(),
+            self.sender.clone().reserve_owned(),
+        )
+        .await
+        {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => return Err(JobError::Draining),
+            Err(_) => {
+                self.shared.metrics.reject("deadline_in_queue");
+                return Err(JobError::DeadlineExceeded {
+                    deadline: timing.allowed(),
+                    queued: true,
+                });
+            }
+        };
+        let (reply, rx) = oneshot::channel();
+        self.shared.metrics.queue_depth.inc();
+        permit.send(job::Job { task, timing, reply });
+        self.wait(rx, timing).await
+    }
+
+    /// Refuses a job whose expected start is past its deadline. `own` is 1 when the caller
+    /// already holds a place (counted among the queued).
+    fn check_start(&self, timing: &Timing, own: usize) -> Result<(), JobError> {
+        let ahead = self.queued().saturating_sub(own);
+        let expected = policy::expected_wait(
+            ahead,
+            self.busy(),
+            self.shared.config.slots,
+            self.shared.average_job.get(),
+        );
+        let now = Instant::now();
+        if now + expected <= timing.effective() {
+            return Ok(());
+        }
+        self.shared.metrics.reject("deadline_unmet");
+        Err(JobError::WouldMissDeadline {
+            expected_wait: expected,
+            allowed: timing.allowed(),
+            retry_after_secs: self.retry_after_secs(),
+        })
     }
 
     async fn wait(
         &self,
         rx: oneshot::Receiver<Result<OpOutput, JobError>>,
-        arrived: Instant,
+        timing: Timing,
     ) -> Result<OpOutput, JobError> {
         // A little past the deadline, so the slot's own answer (queued or killed) wins the race.
-        let give_up = self.deadline(arrived) + Duration::from_millis(250);
+        let give_up = timing.effective() + Duration::from_millis(250);
         match tokio::time::timeout_at(give_up.into(), rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(JobError::Draining),
-            Err(_) => Err(JobError::DeadlineExceeded {
-                deadline: self.shared.config.job_deadline,
-                queued: true,
-            }),
+            Err(_) => Err(JobError::DeadlineExceeded { deadline: timing.allowed(), queued: true }),
         }
     }
 
     fn overloaded(&self) -> JobError {
         self.shared.metrics.reject("queue_full");
-        let average = Duration::from_micros(self.shared.average_job_micros.load(Ordering::Relaxed));
-        let queued = self.queued();
         JobError::QueueFull {
             slots: self.shared.config.slots,
             depth: self.shared.config.queue_depth,
-            retry_after_secs: policy::retry_after_secs(queued, self.shared.config.slots, average),
+            retry_after_secs: self.retry_after_secs(),
         }
     }
 
+    /// Seconds a refused client should wait: the queue worked off at the average job time.
+    pub fn retry_after_secs(&self) -> u64 {
+        policy::retry_after_secs(
+            self.queued(),
+            self.shared.config.slots,
+            self.shared.average_job.get(),
+        )
+    }
+
+    fn busy(&self) -> u32 {
+        let busy = self.shared.slots.iter().filter(|s| s.busy.load(Ordering::Relaxed)).count();
+        u32::try_from(busy).unwrap_or(u32::MAX)
+    }
+
+    /// Places taken: jobs waiting plus places reserved for bodies still coming in.
     fn queued(&self) -> usize {
         self.sender.max_capacity() - self.sender.capacity()
     }
@@ -262,10 +302,11 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(slot, s)| {
-                let pid = Some(s.pid.load(Ordering::Relaxed)).filter(|p| *p != 0);
+                let pid = Some(s.pid.load(Ordering::Acquire)).filter(|p| *p != 0);
                 WorkerView {
                     slot,
                     pid,
+                    replacing: pid.is_none() && s.replacing.load(Ordering::Relaxed),
                     busy: s.busy.load(Ordering::Relaxed),
                     jobs: s.jobs.load(Ordering::Relaxed),
                     memory: pid.and_then(procfs::memory),
@@ -278,9 +319,11 @@ impl Engine {
         EngineStatus {
             slots: self.shared.config.slots,
             alive: count(&|w| w.pid.is_some()),
+            replacing: count(&|w| w.replacing),
             busy: count(&|w| w.busy),
             queued: self.queued(),
             queue_depth: self.shared.config.queue_depth,
+            memory_ceiling_bytes: self.shared.config.worker.confinement.memory_ceiling,
             workers,
         }
     }
@@ -326,14 +369,15 @@ mod tests {
             queue_depth,
             job_deadline: deadline,
             recycle_after_jobs: 10,
-            memory_per_slot: 1 << 29,
+            recycle_rss: 1 << 29,
             poison_ttl: Duration::from_secs(60),
+            cancel_grace: Duration::from_millis(100),
             stop_grace: Duration::from_millis(100),
             worker: WorkerCommand {
                 exe: "/nonexistent/render-pod".into(),
                 args: Vec::new(),
                 ready_timeout: Duration::from_millis(100),
-                nice: 0,
+                confinement: Confinement { nice: 0, memory_ceiling: None },
             },
         };
         Engine::start(config, Arc::new(Metrics::new(&plan, &limits)))
@@ -351,17 +395,16 @@ mod tests {
     #[tokio::test]
     async fn full_queue_refuses_at_once_and_queued_jobs_expire() {
         let engine = Arc::new(stalled_engine(1, Duration::from_millis(300)));
-        let queued = {
-            let engine = engine.clone();
-            tokio::spawn(async move { engine.run(task(b"a"), Instant::now()).await })
-        };
-        while engine.status().queued == 0 {
-            tokio::task::yield_now().await;
-        }
-        assert!(matches!(engine.ensure_room(), Err(JobError::QueueFull { .. })));
-        let refused = engine.run(task(b"b"), Instant::now()).await.unwrap_err();
+        let timing = engine.timing(Instant::now(), None);
+        let place = engine.reserve(&timing).unwrap();
+        // The place is taken before any job exists: the next request is refused already.
+        let refused = engine.reserve(&engine.timing(Instant::now(), None)).unwrap_err();
         assert!(matches!(refused, JobError::QueueFull { slots: 1, depth: 1, .. }), "{refused:?}");
         assert!(refused.retry_after_secs().is_some());
+        let queued = {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run(place, task(b"a"), timing).await })
+        };
         let expired = queued.await.unwrap().unwrap_err();
         assert!(matches!(expired, JobError::DeadlineExceeded { queued: true, .. }), "{expired:?}");
         assert_eq!(engine.status().alive, 0);
@@ -371,10 +414,32 @@ mod tests {
     #[tokio::test]
     async fn quarantined_documents_are_refused_before_queueing() {
         let engine = stalled_engine(4, Duration::from_secs(5));
-        engine.shared.poison.add(DocHash::of(b"crasher"), Instant::now());
-        let err = engine.run(task(b"crasher"), Instant::now()).await.unwrap_err();
+        engine.shared.poison.convict(DocHash::of(b"crasher"), Instant::now());
+        let timing = engine.timing(Instant::now(), None);
+        let place = engine.reserve(&timing).unwrap();
+        let err = engine.run(place, task(b"crasher"), timing).await.unwrap_err();
         assert!(matches!(err, JobError::Quarantined { .. }), "{err:?}");
         assert_eq!(engine.status().queued, 0);
+        engine.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_deadline_shorter_than_the_expected_wait_is_refused_before_queueing() {
+        let engine = stalled_engine(8, Duration::from_secs(5));
+        // Jobs took a second each so far, and three places are taken ahead.
+        engine.shared.average_job.record(Duration::from_secs(1));
+        let ahead: Vec<_> =
+            (0..3).map(|_| engine.reserve(&engine.timing(Instant::now(), None)).unwrap()).collect();
+        let hurried = engine.timing(Instant::now(), Some(Duration::from_millis(500)));
+        let err = engine.reserve(&hurried).unwrap_err();
+        assert!(matches!(err, JobError::WouldMissDeadline { .. }), "{err:?}");
+        assert_eq!((err.status(), err.code()), (503, "would_miss_deadline"));
+        assert!(err.retry_after_secs().is_some());
+        assert_eq!(engine.status().queued, 3, "nothing was queued for the refused request");
+        // With time enough it is admitted.
+        let patient = engine.timing(Instant::now(), Some(Duration::from_secs(4)));
+        assert!(engine.reserve(&patient).is_ok());
+        drop(ahead);
         engine.shutdown().await;
     }
 }

@@ -1,5 +1,6 @@
 //! Pure decisions of the supervisor: recycle limits, crash-loop backoff, `Retry-After`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Jobs a new worker may run before it is recycled: `base` plus up to 10% jitter, so workers
@@ -53,6 +54,37 @@ impl Default for Backoff {
     }
 }
 
+/// A moving average of durations (each sample weighs 1/8), for `Retry-After` estimates.
+#[derive(Debug, Default)]
+pub struct MovingAverage {
+    micros: AtomicU64,
+}
+
+impl MovingAverage {
+    /// Adds a sample.
+    pub fn record(&self, elapsed: Duration) {
+        let sample = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let old = self.micros.load(Ordering::Relaxed);
+        let new = if old == 0 { sample } else { old / 8 * 7 + sample / 8 };
+        self.micros.store(new, Ordering::Relaxed);
+    }
+
+    /// The average so far (zero before the first sample).
+    pub fn get(&self) -> Duration {
+        Duration::from_micros(self.micros.load(Ordering::Relaxed))
+    }
+}
+
+/// How long a job that arrives now waits for a slot: none while a slot is free for it, else the
+/// jobs ahead of it (and the ones running) worked off by every slot at the average job time.
+/// `ahead` counts queued and reserved places; `busy` the slots running a job.
+pub fn expected_wait(ahead: usize, busy: u32, slots: u32, average_job: Duration) -> Duration {
+    let slots = slots.max(1);
+    // Jobs that must finish before this one gets a slot.
+    let before = (ahead as u64 + u64::from(busy) + 1).saturating_sub(u64::from(slots));
+    average_job.mul_f64(before as f64 / f64::from(slots))
+}
+
 /// Seconds a rejected client should wait: the time the slots need to work off the queue at the
 /// average job time, within 1..=30.
 pub fn retry_after_secs(queued: usize, slots: u32, average_job: Duration) -> u64 {
@@ -86,6 +118,29 @@ mod tests {
         assert_eq!(b.after_exit(true), Duration::from_secs(30));
         assert_eq!(b.after_exit(false), Duration::ZERO);
         assert_eq!(b.after_exit(true), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn moving_average_starts_at_the_first_sample_and_follows_slowly() {
+        let average = MovingAverage::default();
+        assert_eq!(average.get(), Duration::ZERO);
+        average.record(Duration::from_millis(800));
+        assert_eq!(average.get(), Duration::from_millis(800));
+        average.record(Duration::from_millis(0));
+        assert_eq!(average.get(), Duration::from_millis(700));
+    }
+
+    #[test]
+    fn expected_wait_is_zero_while_a_slot_is_free() {
+        let job = Duration::from_millis(400);
+        assert_eq!(expected_wait(0, 0, 2, job), Duration::ZERO);
+        assert_eq!(expected_wait(0, 1, 2, job), Duration::ZERO);
+        // Both slots busy: one of them must finish first.
+        assert_eq!(expected_wait(0, 2, 2, job), Duration::from_millis(200));
+        // Nine ahead and both busy: ten jobs to work off at two a time.
+        assert_eq!(expected_wait(9, 2, 2, job), Duration::from_millis(2000));
+        // No average yet: nothing is known, nothing is refused.
+        assert_eq!(expected_wait(50, 2, 2, Duration::ZERO), Duration::ZERO);
     }
 
     #[test]

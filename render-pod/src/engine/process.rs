@@ -10,6 +10,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::ops::{DocHash, OpError, OpOutput};
 
+use super::confine::{self, Confinement};
+use super::fatal::{FatalCause, FatalReport};
 use super::procfs;
 use super::protocol::{self, ProtocolError, WorkerMessage};
 
@@ -22,8 +24,8 @@ pub struct WorkerCommand {
     pub args: Vec<OsString>,
     /// How long PDFium may take to bind before the start counts as failed.
     pub ready_timeout: Duration,
-    /// Niceness added to the worker's (0..=19), so the front wins the CPU when it wakes.
-    pub nice: i32,
+    /// Niceness, memory ceiling and OOM score the worker runs with.
+    pub confinement: Confinement,
 }
 
 /// A worker that failed to start.
@@ -51,6 +53,27 @@ fn widen_pipe(pipe: &impl std::os::fd::AsRawFd) {
     }
 }
 
+/// What a worker answered to a job.
+#[derive(Debug)]
+pub enum Reply {
+    /// The job's result.
+    Done(Result<OpOutput, OpError>),
+    /// Its last word: it is dying of a signal, for this reason.
+    Dying(FatalReport),
+}
+
+/// Why a worker died before it was ready: a ceiling too small to start under says so.
+fn starting_death(report: FatalReport, confinement: Confinement) -> String {
+    match (report.cause, confinement.memory_ceiling) {
+        (FatalCause::OutOfMemory, Some(ceiling)) => format!(
+            "it ran out of memory while starting: its ceiling of {} MiB (--memory-per-slot) is too \
+             small for PDFium",
+            ceiling >> 20
+        ),
+        _ => format!("it died while starting: {report:?}"),
+    }
+}
+
 /// A live worker process with its pipes.
 pub struct WorkerProcess {
     child: Child,
@@ -71,21 +94,12 @@ impl WorkerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        // SAFETY: prctl and nice are async-signal-safe syscalls on the child's own state.
-        // The worker dies with the supervisor, so a killed supervisor never leaks PDFium
-        // processes; and it runs niced, so the HTTP front (health checks, admission, rejections)
-        // gets the CPU at once when it wakes up, while workers still use every idle cycle.
-        let nice = command.nice;
+        // Niced, so the HTTP front (health checks, admission, rejections) gets the CPU at once
+        // when it wakes up, while workers still use every idle cycle; see `confine` for the rest.
+        let confinement = command.confinement;
+        // SAFETY: apply_in_child makes only async-signal-safe system calls on the child itself.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // Relative to the supervisor; raising niceness needs no privilege and the kernel
-                // clamps it at 19, so the result carries nothing to act on.
-                libc::nice(nice);
-                Ok(())
-            });
+            cmd.pre_exec(move || confinement.apply_in_child());
         }
         let exec_err = |source| SpawnError::Exec { exe: command.exe.clone(), source };
         let mut child = cmd.spawn().map_err(exec_err)?;
@@ -94,6 +108,7 @@ impl WorkerProcess {
         else {
             return Err(SpawnError::NotReady("child has no pipes".into()));
         };
+        confine::check_worker_score(pid);
         widen_pipe(&stdin);
         widen_pipe(&stdout);
         let mut worker = Self {
@@ -112,6 +127,7 @@ impl WorkerProcess {
         let not_ready = match ready {
             Ok(Ok(frame)) => match protocol::decode::<WorkerMessage>(&frame) {
                 Ok(WorkerMessage::Ready) => return Ok(worker),
+                Ok(WorkerMessage::Fatal(report)) => starting_death(report, confinement),
                 Ok(other) => format!("unexpected first message {other:?}"),
                 Err(e) => e.to_string(),
             },
@@ -141,13 +157,13 @@ impl WorkerProcess {
     }
 
     /// Sends one job (`doc` is `None` when the header says the worker holds it) and waits for
-    /// the answer. A pipe error means the worker died.
+    /// the answer. A pipe error means the worker died without saying why.
     pub async fn run(
         &mut self,
         header: &[u8],
         doc: Option<&[u8]>,
         hash: DocHash,
-    ) -> Result<Result<OpOutput, OpError>, ProtocolError> {
+    ) -> Result<Reply, ProtocolError> {
         protocol::write_frame_async(&mut self.stdin, header).await?;
         if let Some(doc) = doc {
             protocol::write_frame_async(&mut self.stdin, doc).await?;
@@ -155,10 +171,20 @@ impl WorkerProcess {
         self.holds = Some(hash);
         let frame = protocol::read_frame_async(&mut self.stdout).await?;
         match protocol::decode::<WorkerMessage>(&frame)? {
-            WorkerMessage::Done(result) => Ok(result),
+            WorkerMessage::Done(result) => Ok(Reply::Done(result)),
+            WorkerMessage::Fatal(report) => Ok(Reply::Dying(report)),
             WorkerMessage::Ready => {
                 Err(ProtocolError::Io(std::io::Error::other("worker sent a second ready frame")))
             }
+        }
+    }
+
+    /// Waits for the process to end after it said it is dying (or its pipe broke); kills it if
+    /// it has not within a moment.
+    pub async fn reap(&mut self) -> Option<ExitStatus> {
+        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            _ => self.kill().await,
         }
     }
 
@@ -172,17 +198,6 @@ impl WorkerProcess {
         // An already-dead process makes start_kill fail; wait still reaps it.
         let _ = self.child.start_kill();
         self.child.wait().await.ok()
-    }
-
-    /// How the process ended after its pipe broke: waits briefly for it to go, then kills it.
-    pub async fn reap_after_pipe_error(&mut self) -> String {
-        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
-            Ok(Ok(status)) => procfs::describe_exit(status),
-            _ => match self.kill().await {
-                Some(status) => format!("pipe broke, then {}", procfs::describe_exit(status)),
-                None => "pipe broke".into(),
-            },
-        }
     }
 
     /// Closes stdin so the worker exits by itself; kills it if it has not within `grace`.

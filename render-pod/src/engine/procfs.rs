@@ -29,10 +29,15 @@ fn parse_status(content: &str) -> Option<Memory> {
 /// "killed by signal 11 (SIGSEGV)" or "exited with status 1".
 pub fn describe_exit(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
-        (_, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        (_, Some(signal)) => describe_signal(signal),
         (Some(code), None) => format!("exited with status {code}"),
         (None, None) => "ended".to_string(),
     }
+}
+
+/// "killed by signal 11 (SIGSEGV)".
+pub fn describe_signal(signal: i32) -> String {
+    format!("killed by signal {signal} ({})", signal_name(signal))
 }
 
 fn signal_name(signal: i32) -> &'static str {

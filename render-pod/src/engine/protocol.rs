@@ -12,6 +12,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
+use super::fatal::FatalReport;
+
 /// Largest frame either side accepts; a bigger length prefix means a corrupt stream.
 pub const MAX_FRAME: usize = 1 << 30;
 
@@ -36,6 +38,8 @@ pub enum WorkerMessage {
     Ready,
     /// The answer to the last job.
     Done(Result<OpOutput, OpError>),
+    /// The worker is dying of a signal, and says why (its last frame).
+    Fatal(FatalReport),
 }
 
 /// A broken or undecodable stream.
@@ -67,6 +71,18 @@ fn prefix(len: usize) -> Result<[u8; 4], ProtocolError> {
         return Err(ProtocolError::TooLarge(len));
     }
     Ok(u32::try_from(len).map_err(|_| ProtocolError::TooLarge(len))?.to_le_bytes())
+}
+
+/// Encodes `message` as a whole frame into `buffer` without allocating (for a signal handler).
+pub fn frame_into<'a, T: Serialize>(
+    message: &T,
+    buffer: &'a mut [u8],
+) -> Result<&'a [u8], ProtocolError> {
+    let room = buffer.len();
+    let (head, body) = buffer.split_at_mut_checked(4).ok_or(ProtocolError::TooLarge(room))?;
+    let len = postcard::to_slice(message, body)?.len();
+    head.copy_from_slice(&prefix(len)?);
+    Ok(&buffer[..4 + len])
 }
 
 fn checked_len(prefix: [u8; 4]) -> Result<usize, ProtocolError> {

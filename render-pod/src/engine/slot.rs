@@ -1,18 +1,20 @@
 //! One slot: keeps a worker process alive and feeds it jobs from the global queue.
 
+use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use crate::ops::Op;
+use crate::ops::{DocHash, Op, OpError, OpOutput};
 
-use super::job::{Job, JobError};
+use super::job::{Job, JobError, Timing};
 use super::policy::{self, Backoff, HEALTHY_LIFETIME};
-use super::process::WorkerProcess;
-use super::protocol::{self, JobHeader};
-use super::{Shared, SlotStatus};
+use super::process::{Reply, WorkerProcess};
+use super::protocol::{self, JobHeader, ProtocolError};
+use super::verdict::{self, Blame, Ending};
+use super::{Shared, SlotStatus, procfs};
 
 /// Why a worker's service ended.
 enum End {
@@ -20,7 +22,8 @@ enum End {
     Shutdown,
     /// Planned replacement (`recycle_jobs` or `recycle_memory`).
     Recycle(&'static str),
-    /// The worker is gone (`crash`, `deadline`), already reaped.
+    /// The worker is gone (`crash`, `killed`, `memory_limit`, `deadline`, `cancelled`), already
+    /// reaped.
     Died(&'static str),
 }
 
@@ -35,6 +38,7 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
             Ok(worker) => worker,
             Err(error) => {
                 tracing::error!(slot = index, %error, "worker failed to start");
+                status.replacing.store(false, Ordering::Relaxed);
                 metrics.restart("spawn_failed");
                 if sleep_unless_shutdown(backoff.after_exit(true), &mut shutdown).await {
                     break;
@@ -47,7 +51,10 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
         status.jobs.store(0, Ordering::Relaxed);
         metrics.slot_state(Some("down"), "idle");
         let end = serve(&shared, status, &mut worker, &mut shutdown).await;
-        status.pid.store(0, Ordering::Relaxed);
+        // Set before the pid goes (released with it), so readiness never sees a slot that is
+        // neither alive nor replacing; a live pid makes the flag moot, so it is never cleared.
+        status.replacing.store(true, Ordering::Relaxed);
+        status.pid.store(0, Ordering::Release);
         metrics.slot_state(Some("idle"), "down");
         let died_young = worker.age() < HEALTHY_LIFETIME;
         let pid = worker.pid();
@@ -59,6 +66,8 @@ pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receive
         tracing::info!(slot = index, pid, reason, "replacing worker");
         metrics.restart(reason);
         let delay = backoff.after_exit(died_young && reason == "crash");
+        // A crash-looping slot waits out its backoff: it does not count towards readiness.
+        status.replacing.store(delay.is_zero(), Ordering::Relaxed);
         if sleep_unless_shutdown(delay, &mut shutdown).await {
             break;
         }
@@ -92,7 +101,7 @@ async fn serve(
         let next = tokio::select! {
             biased;
             exit = worker.exited() => {
-                let detail = exit.map(super::procfs::describe_exit).unwrap_or_else(|e| e.to_string());
+                let detail = exit.map(procfs::describe_exit).unwrap_or_else(|e| e.to_string());
                 tracing::error!(pid = worker.pid(), detail, "idle worker died");
                 return End::Died("crash");
             }
@@ -111,7 +120,7 @@ async fn serve(
         if jobs >= recycle_limit {
             return End::Recycle("recycle_jobs");
         }
-        if worker.memory().is_some_and(|m| m.rss_bytes > shared.config.memory_per_slot) {
+        if worker.memory().is_some_and(|m| m.rss_bytes > shared.config.recycle_rss) {
             return End::Recycle("recycle_memory");
         }
     }
@@ -126,86 +135,198 @@ async fn run_job(
 ) -> Option<End> {
     let metrics = &shared.metrics;
     let now = Instant::now();
-    if job.reply.is_closed() {
+    let Job { task, timing, mut reply } = job;
+    if reply.is_closed() {
         metrics.reject("client_gone");
         return None;
     }
-    if now >= job.deadline {
+    if now >= timing.effective() {
         metrics.reject("deadline_in_queue");
-        let _ = job.reply.send(Err(JobError::DeadlineExceeded {
-            deadline: job.deadline - job.arrived,
-            queued: true,
-        }));
+        let _ = reply
+            .send(Err(JobError::DeadlineExceeded { deadline: timing.allowed(), queued: true }));
         return None;
     }
-    if let Some(left) = shared.poison.remaining(&job.task.hash, now) {
+    if let Some(left) = shared.poison.remaining(&task.hash, now) {
         // It crashed a worker while this job waited behind it.
         metrics.reject("quarantined");
-        let _ = job.reply.send(Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1 }));
+        let _ = reply.send(Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1 }));
         return None;
     }
-    metrics.queue_wait.observe((now - job.arrived).as_secs_f64());
-    let op = op_name(&job.task.op);
-    let same_document = worker.holds(&job.task.hash);
+    metrics.queue_wait.observe((now - timing.arrived).as_secs_f64());
+    let op = op_name(&task.op);
+    let same_document = worker.holds(&task.hash);
     let header = JobHeader {
         same_document,
-        hash: job.task.hash,
-        password: job.task.password.clone(),
-        op: job.task.op.clone(),
+        hash: task.hash,
+        password: task.password.clone(),
+        op: task.op.clone(),
     };
     let header = match protocol::encode(&header) {
         Ok(header) => header,
         Err(e) => {
             let detail = format!("cannot encode job: {e}");
-            let _ = job.reply.send(Err(crate::ops::OpError::Internal { detail }.into()));
+            let _ = reply.send(Err(OpError::Internal { detail }.into()));
             return None;
         }
     };
     status.busy.store(true, Ordering::Relaxed);
     metrics.slot_state(Some("idle"), "busy");
     let started = Instant::now();
-    let doc = (!same_document).then_some(&job.task.doc[..]);
-    let outcome =
-        tokio::time::timeout_at(job.deadline.into(), worker.run(&header, doc, job.task.hash)).await;
+    let doc = (!same_document).then_some(&task.doc[..]);
+    let run = Run { header: &header, doc, hash: task.hash, timing };
+    let outcome = supervise(worker, run, shared.config.cancel_grace, &mut reply).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
     metrics.slot_state(Some("busy"), "idle");
     metrics.job_duration.get_or_create(&vec![("op", op)]).observe(elapsed.as_secs_f64());
-    let (reply, end, outcome_label) = match outcome {
-        Err(_) => {
-            worker.kill().await;
-            tracing::warn!(pid = worker.pid(), op, "job passed its deadline; worker killed");
-            let deadline = job.deadline - job.arrived;
-            (
-                Err(JobError::DeadlineExceeded { deadline, queued: false }),
-                Some(End::Died("deadline")),
-                "deadline",
-            )
-        }
-        Ok(Err(pipe)) => {
-            let detail = worker.reap_after_pipe_error().await;
-            tracing::error!(pid = worker.pid(), op, %pipe, detail, "worker crashed during a job");
-            shared.poison.add(job.task.hash, Instant::now());
-            (Err(JobError::WorkerCrashed { detail }), Some(End::Died("crash")), "crashed")
-        }
-        Ok(Ok(result)) => {
-            shared.record_job_time(elapsed);
+    let (answer, end, outcome_label) = match outcome {
+        Outcome::Answered(result) => {
+            shared.average_job.record(elapsed);
             let label = match &result {
                 Ok(_) => "ok",
                 Err(e) => e.code(),
             };
-            (result.map_err(JobError::from), None, label)
+            (Some(result.map_err(JobError::from)), None, label)
+        }
+        Outcome::Cancelled => {
+            tracing::info!(pid = worker.pid(), op, "client gone mid-job; worker killed");
+            (None, Some(End::Died("cancelled")), "cancelled")
+        }
+        Outcome::ClientDeadline => {
+            tracing::info!(
+                pid = worker.pid(),
+                op,
+                "client's deadline passed mid-job; worker killed"
+            );
+            let late = JobError::DeadlineExceeded { deadline: timing.allowed(), queued: false };
+            (Some(Err(late)), Some(End::Died("client_deadline")), "client_deadline")
+        }
+        Outcome::Died(ending) => {
+            let verdict = verdict::judge(&ending, shared.config.worker.confinement.memory_ceiling);
+            let quarantined = match verdict.blame {
+                Blame::Guilty => {
+                    shared.poison.convict(task.hash, Instant::now());
+                    true
+                }
+                Blame::Strike => shared.poison.strike(task.hash, Instant::now()),
+            };
+            tracing::warn!(
+                pid = worker.pid(),
+                op,
+                ending = ?ending,
+                error = %verdict.error,
+                blame = ?verdict.blame,
+                quarantined,
+                "worker lost during a job"
+            );
+            (Some(Err(verdict.error)), Some(End::Died(verdict.restart)), verdict.outcome)
         }
     };
     metrics.jobs.get_or_create(&vec![("op", op), ("outcome", outcome_label)]).inc();
-    let _ = job.reply.send(reply);
+    if let Some(answer) = answer {
+        let _ = reply.send(answer);
+    }
     end
+}
+
+/// One job handed to a worker.
+struct Run<'a> {
+    header: &'a [u8],
+    doc: Option<&'a [u8]>,
+    hash: DocHash,
+    timing: Timing,
+}
+
+/// How a job handed to a worker ended.
+enum Outcome {
+    /// The worker answered (and lives on).
+    Answered(Result<OpOutput, OpError>),
+    /// The client left and the job outlasted the grace: the worker was killed.
+    Cancelled,
+    /// The client's own deadline passed and the job outlasted the grace: the worker was killed
+    /// (the document is not to blame for a deadline it did not set).
+    ClientDeadline,
+    /// The worker is gone, and this is how.
+    Died(Ending),
+}
+
+/// Runs the job on the worker while watching its deadlines and its client. A client that goes
+/// away, or whose own deadline passes, leaves the job `grace` to finish (a worker that answers
+/// lives on); past that the worker is killed and replaced, because the rest of the job costs the
+/// slot more than a new worker.
+async fn supervise(
+    worker: &mut WorkerProcess,
+    run: Run<'_>,
+    grace: Duration,
+    reply: &mut oneshot::Sender<Result<OpOutput, JobError>>,
+) -> Outcome {
+    let started = Instant::now();
+    let step = {
+        let answer = worker.run(run.header, run.doc, run.hash);
+        tokio::pin!(answer);
+        let client_deadline = async {
+            match run.timing.client_deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            answer = &mut answer => Step::Finished(answer),
+            () = tokio::time::sleep_until(run.timing.deadline.into()) => Step::Deadline,
+            () = reply.closed() => match tokio::time::timeout(grace, &mut answer).await {
+                Ok(answer) => Step::Finished(answer),
+                Err(_) => Step::Cancelled,
+            },
+            () = client_deadline => match tokio::time::timeout(grace, &mut answer).await {
+                Ok(answer) => Step::Finished(answer),
+                Err(_) => Step::ClientDeadline,
+            },
+        }
+    };
+    match step {
+        Step::Finished(Ok(Reply::Done(result))) => Outcome::Answered(result),
+        Step::Finished(Ok(Reply::Dying(report))) => {
+            worker.reap().await;
+            Outcome::Died(Ending::Reported(report))
+        }
+        Step::Finished(Err(pipe)) => {
+            let exit = worker.reap().await;
+            let how = match exit {
+                Some(status) => procfs::describe_exit(status),
+                None => format!("pipe broke ({pipe})"),
+            };
+            Outcome::Died(Ending::Unreported { signal: exit.and_then(|s| s.signal()), how })
+        }
+        Step::Deadline => {
+            worker.kill().await;
+            let deadline = run.timing.deadline - run.timing.arrived;
+            Outcome::Died(Ending::Deadline { ran: started.elapsed(), deadline })
+        }
+        Step::Cancelled => {
+            worker.kill().await;
+            Outcome::Cancelled
+        }
+        Step::ClientDeadline => {
+            worker.kill().await;
+            Outcome::ClientDeadline
+        }
+    }
+}
+
+/// Where the wait for a worker's answer stopped.
+enum Step {
+    Finished(Result<Reply, ProtocolError>),
+    Deadline,
+    Cancelled,
+    ClientDeadline,
 }
 
 /// The metrics label for an operation.
 fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Info => "info",
+        Op::Measure { .. } => "measure",
         Op::Extract { .. } => "extract",
         Op::Render { .. } => "render",
         Op::Watermark { .. } => "watermark",

@@ -2,11 +2,12 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::ops::{DocHash, Document, Executor, OpLimits};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
+use super::fatal;
 use super::protocol::{self, JobHeader, ProtocolError, WorkerMessage};
 
 /// Why a worker process stopped other than by its supervisor closing the pipe.
@@ -22,15 +23,16 @@ pub enum WorkerError {
     /// rather than answer from the wrong document).
     #[error("job names a document this worker does not hold")]
     NotHeld,
-    /// Moving stdout aside failed.
-    #[error("cannot set up the protocol pipe: {0}")]
+    /// Moving stdout aside or installing the fatal-signal report failed.
+    #[error("cannot set up the worker: {0}")]
     Setup(std::io::Error),
 }
 
 /// Runs jobs until the supervisor closes stdin.
 pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
-    default_fault_handling();
-    let mut output = BufWriter::new(protocol_output().map_err(WorkerError::Setup)?);
+    let output = protocol_output().map_err(WorkerError::Setup)?;
+    fatal::install(output.as_raw_fd()).map_err(WorkerError::Setup)?;
+    let mut output = BufWriter::new(output);
     let pdfium = pdfium_lib::bind()?;
     let mut executor = Executor::new(pdfium, limits);
     let mut input = BufReader::new(std::io::stdin().lock());
@@ -50,6 +52,7 @@ pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
             return Err(WorkerError::NotHeld);
         };
         let doc = Document { bytes, hash: *hash, password: header.password.as_deref() };
+        fatal::clear_errno();
         let result = executor.execute(&doc, &header.op);
         send(&mut output, &WorkerMessage::Done(result))?;
     }
@@ -60,17 +63,6 @@ fn send(output: &mut BufWriter<File>, message: &WorkerMessage) -> Result<(), Pro
     protocol::write_frame(output, &protocol::encode(message)?)?;
     output.flush()?;
     Ok(())
-}
-
-/// Restores the default action (die) for SIGSEGV and SIGBUS. Rust's stack-overflow handler
-/// returns from a SIGSEGV that was not a guard-page fault and so swallows a signal sent with
-/// kill(2); a worker hit by SIGSEGV must die so the supervisor sees it and replaces it.
-fn default_fault_handling() {
-    // SAFETY: resetting signal dispositions at startup, before any other thread exists.
-    unsafe {
-        libc::signal(libc::SIGSEGV, libc::SIG_DFL);
-        libc::signal(libc::SIGBUS, libc::SIG_DFL);
-    }
 }
 
 /// Takes the stdout pipe for the protocol and points fd 1 at stderr, so anything a library

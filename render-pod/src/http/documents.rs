@@ -1,49 +1,106 @@
-//! The `/v1` document routes: parse and bound the request, queue the work, shape the answer.
+//! The `/v1` document routes: parse and bound the request, admit it (queue place, byte budget,
+//! deadline), convert Office input, answer `304` to a client that holds the answer already,
+//! queue the work, shape the answer. The filmstrip is in `thumbnails`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Query as QueryExtractor, Request, State};
-use axum::http::header;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use serde::Serialize;
 
-use crate::engine::{JobError, Task};
-use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, PageSelection, RenderSize};
+use crate::engine::{JobError, Place, Task, Timing};
+use crate::office::{ConvertError, ConvertOptions, Detected, detect};
+use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, RenderSize};
 
 use super::AppState;
+use super::budget::Reservation;
 use super::error::ApiError;
-use super::input;
-use super::params::{self, DEFAULT_DPI, DEFAULT_THUMBNAIL_WIDTH, Query};
+use super::params::{self, DEFAULT_DPI, Query};
+use super::{body, etag, input};
 
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
 /// (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another thread costs more than it saves.
 const INLINE_HASH_BYTES: usize = 1 << 20;
 
-/// A request past the front door: its document, hash, password and arrival time.
-struct Admitted {
+/// A request past the front door: its document, hash, password, deadlines, queue place and
+/// share of the byte budget.
+pub(super) struct Admitted {
     doc: Bytes,
     hash: DocHash,
     password: Option<String>,
-    arrived: Instant,
+    /// Arrival and deadlines.
+    pub(super) timing: Timing,
+    /// The queue place taken before the body was read; `None` for work that needs no slot, or
+    /// after an Office conversion gave it back.
+    place: Option<Place>,
+    /// Whether answers get an ETag: the document is the PDF as uploaded (a converted Office
+    /// document is LibreOffice's output, which this pod cannot promise is byte-identical
+    /// across conversions).
+    tagged: bool,
+    /// The client's `If-None-Match`.
+    if_none_match: Option<String>,
+    /// The upload's bytes in the budget, held as long as the document is.
+    _upload: Arc<Reservation>,
 }
 
 impl Admitted {
-    fn task(&self, op: Op) -> Task {
+    pub(super) fn task(&self, op: Op) -> Task {
         Task { doc: self.doc.clone(), hash: self.hash, password: self.password.clone(), op }
+    }
+
+    /// Runs `op` in the place taken at admission (or a new one, after a conversion).
+    pub(super) async fn run(&mut self, app: &AppState, op: Op) -> Result<OpOutput, ApiError> {
+        let place = match self.place.take() {
+            Some(place) => place,
+            None => app.engine.reserve(&self.timing)?,
+        };
+        Ok(app.engine.run(place, self.task(op), self.timing).await?)
+    }
+
+    /// The strong ETag of the answer of `form` with `params`, when answers of this document
+    /// get one.
+    pub(super) fn etag<P: Serialize>(
+        &self,
+        app: &AppState,
+        form: &str,
+        params: &P,
+    ) -> Option<String> {
+        if !self.tagged {
+            return None;
+        }
+        app.engine_version.tag(&self.hash, form, params)
+    }
+
+    /// `304 Not Modified` when the client holds the answer tagged `etag` already: no job runs.
+    pub(super) fn not_modified(&self, app: &AppState, etag: Option<&str>) -> Option<Response> {
+        let etag = etag?;
+        if !etag::none_match(self.if_none_match.as_deref()?, etag) {
+            return None;
+        }
+        app.metrics.not_modified.inc();
+        Some(with_etag(StatusCode::NOT_MODIFIED.into_response(), Some(etag)))
     }
 }
 
-fn query(request: &Request) -> Result<Query, ApiError> {
+/// `response` with an `ETag` header, when there is one.
+pub(super) fn with_etag(mut response: Response, etag: Option<&str>) -> Response {
+    if let Some(value) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+pub(super) fn query(request: &Request) -> Result<Query, ApiError> {
     QueryExtractor::<Query>::try_from_uri(request.uri())
         .map(|q| q.0)
         .map_err(|e| ApiError::invalid(e.body_text()))
 }
 
 /// Parses what the request says before its body is read; on failure the body is drained.
-fn before_body<T>(
+pub(super) fn before_body<T>(
     request: Request,
     parse: impl FnOnce(&Query) -> Result<T, ApiError>,
 ) -> Result<(Request, T), ApiError> {
@@ -53,21 +110,52 @@ fn before_body<T>(
     }
 }
 
-/// Reads and hashes the document, unless the pod is draining or the document is quarantined.
-async fn admit(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
+/// Whether a request will need a PDFium slot (every route but `/v1/convert`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slots {
+    Needed,
+    NotNeeded,
+}
+
+/// Takes a queue place (for work that needs a slot) and reads and hashes the document within
+/// the byte budget, unless the pod is draining, the queue is full, the wait for a slot would
+/// outlast the request's deadline or the document is quarantined. Every refusal before the
+/// body is read answers at once, without reading it.
+async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
         app.metrics.reject("draining");
         return Err(input::refuse(request, JobError::Draining.into()));
     }
-    if let Err(full) = app.engine.ensure_room() {
-        return Err(input::refuse(request, full.into()));
-    }
-    let password = match input::password(request.headers()) {
-        Ok(password) => password,
+    let headers = request.headers();
+    let said = input::request_timeout(headers)
+        .and_then(|timeout| Ok((timeout, input::password(headers)?)));
+    let (client_timeout, password) = match said {
+        Ok(said) => said,
         Err(error) => return Err(input::refuse(request, error)),
     };
-    let doc = input::read_document(request, app.max_body_bytes).await?;
+    let if_none_match =
+        headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let timing = app.engine.timing(arrived, client_timeout);
+    let place = match slots {
+        Slots::Needed => match app.engine.reserve(&timing) {
+            Ok(place) => Some(place),
+            Err(refused) => return Err(input::refuse(request, refused.into())),
+        },
+        Slots::NotNeeded => None,
+    };
+    let budget = body::Budget {
+        budget: app.uploads.budget.clone(),
+        retry_after_secs: app.engine.retry_after_secs(),
+    };
+    let upload = body::read_document(request, app.uploads.limits, budget, timing.effective())
+        .await
+        .inspect_err(|e| match e.code {
+            "upload_budget_exhausted" => app.metrics.reject("upload_budget"),
+            "body_too_slow" => app.metrics.reject("body_too_slow"),
+            _ => {}
+        })?;
+    let doc = upload.bytes;
     app.metrics.bytes_in.inc_by(doc.len() as u64);
     if doc.is_empty() {
         return Err(OpError::Unreadable { detail: "the document is empty".into() }.into());
@@ -81,12 +169,52 @@ async fn admit(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
             .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?
     };
     app.engine.check_quarantine(&hash)?;
-    Ok(Admitted { doc, hash, password, arrived })
+    Ok(Admitted {
+        doc,
+        hash,
+        password,
+        timing,
+        place,
+        tagged: false,
+        if_none_match,
+        _upload: upload.reservation,
+    })
 }
 
-fn unexpected(output: &OpOutput) -> ApiError {
+/// The document as PDFium gets it: a PDF (or unknown bytes, which PDFium judges) as uploaded,
+/// an Office document converted first (through the cache), a refused container never. A
+/// conversion gives the queue place back while LibreOffice works (seconds, at Gotenberg's pace,
+/// not PDFium's: holding the place would refuse PDF work the slots have time for), and the PDF
+/// work takes a new one after it; if the queue is full by then, the client is told to retry,
+/// and the retry finds the conversion in the cache.
+async fn as_pdf(app: &AppState, mut doc: Admitted) -> Result<Admitted, ApiError> {
+    let format = match detect(&doc.doc) {
+        Detected::Pdf | Detected::Unknown => {
+            doc.tagged = true;
+            return Ok(doc);
+        }
+        Detected::Office(format) => format,
+        Detected::Refused(refusal) => return Err(ConvertError::Refused(refusal).into()),
+    };
+    drop(doc.place.take());
+    let converted = app
+        .office
+        .to_pdf(&doc.doc, doc.hash, format, ConvertOptions::default(), doc.timing.effective())
+        .await?;
+    // The password header is for PDFs; a converted PDF has none.
+    Ok(Admitted { doc: converted.pdf, hash: converted.hash, password: None, ..doc })
+}
+
+/// [`admit`] then [`as_pdf`]: what every PDFium route starts with.
+pub(super) async fn admit_pdf(app: &AppState, request: Request) -> Result<Admitted, ApiError> {
+    let doc = admit(app, request, Slots::Needed).await?;
+    as_pdf(app, doc).await
+}
+
+pub(super) fn unexpected(output: &OpOutput) -> ApiError {
     let kind = match output {
         OpOutput::Info(_) => "info",
+        OpOutput::Measure(_) => "measure",
         OpOutput::Text(_) => "text",
         OpOutput::Image(_) => "image",
         OpOutput::Pdf(_) => "pdf",
@@ -101,8 +229,13 @@ fn sent(app: &AppState, response: Response, body_len: usize) -> Response {
 
 fn json<T: Serialize>(app: &AppState, value: &T) -> Result<Response, ApiError> {
     let body = serde_json::to_vec(value).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_bytes(app, body))
+}
+
+/// A JSON body already serialised.
+pub(super) fn json_bytes(app: &AppState, body: Vec<u8>) -> Response {
     let len = body.len();
-    Ok(sent(app, ([(header::CONTENT_TYPE, "application/json")], body).into_response(), len))
+    sent(app, ([(header::CONTENT_TYPE, "application/json")], body).into_response(), len)
 }
 
 /// `POST /v1/info`: page count, sizes, rotation, encryption, metadata.
@@ -110,9 +243,13 @@ pub async fn info(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let doc = admit(&app, request).await?;
-    match app.engine.run(doc.task(Op::Info), doc.arrived).await? {
-        OpOutput::Info(info) => json(&app, &info),
+    let mut doc = admit_pdf(&app, request).await?;
+    let etag = doc.etag(&app, "info", &Op::Info);
+    if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
+        return Ok(unchanged);
+    }
+    match doc.run(&app, Op::Info).await? {
+        OpOutput::Info(info) => Ok(with_etag(json(&app, &info)?, etag.as_deref())),
         other => Err(unexpected(&other)),
     }
 }
@@ -128,9 +265,13 @@ pub async fn extract(
             max_chars: params::max_chars(q)?,
         })
     })?;
-    let doc = admit(&app, request).await?;
-    match app.engine.run(doc.task(op), doc.arrived).await? {
-        OpOutput::Text(text) => json(&app, &text),
+    let mut doc = admit_pdf(&app, request).await?;
+    let etag = doc.etag(&app, "extract", &op);
+    if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
+        return Ok(unchanged);
+    }
+    match doc.run(&app, op).await? {
+        OpOutput::Text(text) => Ok(with_etag(json(&app, &text)?, etag.as_deref())),
         other => Err(unexpected(&other)),
     }
 }
@@ -147,9 +288,13 @@ pub async fn render(
             format: params::format(q)?,
         })
     })?;
-    let doc = admit(&app, request).await?;
-    match app.engine.run(doc.task(op), doc.arrived).await? {
-        OpOutput::Image(image) => Ok(image_response(&app, image)),
+    let mut doc = admit_pdf(&app, request).await?;
+    let etag = doc.etag(&app, "render", &op);
+    if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
+        return Ok(unchanged);
+    }
+    match doc.run(&app, op).await? {
+        OpOutput::Image(image) => Ok(with_etag(image_response(&app, image), etag.as_deref())),
         other => Err(unexpected(&other)),
     }
 }
@@ -168,63 +313,6 @@ fn image_response(app: &AppState, image: ImageOutput) -> Response {
     sent(app, response, len)
 }
 
-/// One filmstrip image.
-#[derive(Serialize)]
-struct Thumbnail {
-    page: u32,
-    width: u32,
-    height: u32,
-    format: String,
-    /// The encoded image, base64.
-    data: String,
-}
-
-/// The body of `/v1/thumbnails` (serialised straight from the images, no intermediate JSON
-/// value holding a second copy of every base64 string).
-#[derive(Serialize)]
-struct Thumbnails {
-    pages: Vec<Thumbnail>,
-}
-
-/// `POST /v1/thumbnails?pages=&width=|dpi=&format=`: several pages, each a task in the shared
-/// queue (never a private pool), as JSON with base64 images.
-pub async fn thumbnails(
-    State(app): State<Arc<AppState>>,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let (request, (selection, size, format)) = before_body(request, |q| {
-        Ok((
-            params::pages(q, app.max_pages)?,
-            params::render_size(q, RenderSize::Width(DEFAULT_THUMBNAIL_WIDTH))?,
-            params::format(q)?,
-        ))
-    })?;
-    let doc = admit(&app, request).await?;
-    let page_count = match app.engine.run(doc.task(Op::Info), doc.arrived).await? {
-        OpOutput::Info(info) => info.page_count,
-        other => return Err(unexpected(&other)),
-    };
-    let selection = selection.unwrap_or_else(|| PageSelection::all(page_count));
-    params::check_page_count(selection.count(), app.max_pages)?;
-    let pages = selection.resolve(page_count)?;
-    let tasks = pages.iter().map(|&page| doc.task(Op::Render { page, size, format })).collect();
-    let outputs = app.engine.run_all(tasks, doc.arrived).await?;
-    let mut thumbnails = Vec::with_capacity(outputs.len());
-    for (page, output) in pages.into_iter().zip(outputs) {
-        let OpOutput::Image(image) = output else {
-            return Err(unexpected(&output));
-        };
-        thumbnails.push(Thumbnail {
-            page,
-            width: image.width,
-            height: image.height,
-            format: image.format.to_string(),
-            data: base64::engine::general_purpose::STANDARD.encode(&image.bytes),
-        });
-    }
-    json(&app, &Thumbnails { pages: thumbnails })
-}
-
 /// `POST /v1/watermark?text=`: the PDF with the text stamped on every page.
 pub async fn watermark(
     State(app): State<Arc<AppState>>,
@@ -232,13 +320,45 @@ pub async fn watermark(
 ) -> Result<Response, ApiError> {
     let (request, op) =
         before_body(request, |q| Ok(Op::Watermark { text: params::watermark_text(q)? }))?;
-    let doc = admit(&app, request).await?;
-    match app.engine.run(doc.task(op), doc.arrived).await? {
-        OpOutput::Pdf(pdf) => {
-            let len = pdf.len();
-            let response = ([(header::CONTENT_TYPE, "application/pdf")], pdf).into_response();
-            Ok(sent(&app, response, len))
-        }
+    let mut doc = admit_pdf(&app, request).await?;
+    match doc.run(&app, op).await? {
+        OpOutput::Pdf(pdf) => Ok(pdf_response(&app, Bytes::from(pdf))),
         other => Err(unexpected(&other)),
     }
+}
+
+fn pdf_response(app: &AppState, pdf: Bytes) -> Response {
+    let len = pdf.len();
+    sent(app, ([(header::CONTENT_TYPE, "application/pdf")], pdf).into_response(), len)
+}
+
+/// `POST /v1/convert?pdfa=&pages=`: an Office document as PDF (PDF/A and a page range on
+/// request), through the pod's share of the Gotenberg pool and the converted-PDF cache.
+pub async fn convert(
+    State(app): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (request, options) = before_body(request, |q| {
+        Ok(ConvertOptions { pdfa: params::pdfa(q)?, pages: params::pages(q, app.max_pages)? })
+    })?;
+    let doc = admit(&app, request, Slots::NotNeeded).await?;
+    let format = match detect(&doc.doc) {
+        Detected::Office(format) => format,
+        Detected::Pdf => {
+            return Err(ConvertError::NotOffice(
+                "the document is a PDF already: /v1/convert takes Office documents",
+            )
+            .into());
+        }
+        Detected::Unknown => {
+            return Err(ConvertError::NotOffice(
+                "not an Office document: send Word, Excel, PowerPoint (OOXML or 97-2003), OpenDocument or RTF",
+            )
+            .into());
+        }
+        Detected::Refused(refusal) => return Err(ConvertError::Refused(refusal).into()),
+    };
+    let deadline = doc.timing.effective();
+    let converted = app.office.to_pdf(&doc.doc, doc.hash, format, options, deadline).await?;
+    Ok(pdf_response(&app, converted.pdf))
 }

@@ -5,6 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::engine::JobError;
+use crate::office::ConvertError;
 use crate::ops::OpError;
 
 /// An error answered to the client.
@@ -54,6 +55,17 @@ impl From<OpError> for ApiError {
 
 impl From<JobError> for ApiError {
     fn from(e: JobError) -> Self {
+        Self {
+            status: StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            code: e.code(),
+            message: e.to_string(),
+            retry_after: e.retry_after_secs(),
+        }
+    }
+}
+
+impl From<ConvertError> for ApiError {
+    fn from(e: ConvertError) -> Self {
         Self {
             status: StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             code: e.code(),

@@ -15,17 +15,20 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Readiness: 200 while at least one slot has a live worker and the pod is not draining; the
-/// body shows the slot plan, each worker and the queue either way.
+/// Readiness: 200 while at least one slot has a live worker or is replacing it at once (a
+/// one-slot pod stays in its Service through every recycle) and the pod is not draining; the
+/// body shows the slot plan, each worker, the queue and the Office path either way.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
     let engine = app.engine.status();
     let draining = app.lifecycle.is_draining();
-    let ready = !draining && engine.alive > 0;
+    let ready = !draining && (engine.alive > 0 || engine.replacing > 0);
     let body = serde_json::json!({
         "ready": ready,
         "draining": draining,
         "plan": app.plan,
         "engine": engine,
+        // Shown, never gating: PDFs are served whatever Gotenberg's state.
+        "office": app.office.status(),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

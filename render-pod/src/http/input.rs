@@ -1,26 +1,34 @@
-//! Reading the document from a request: raw body or multipart `file`, size-checked while read.
+//! What a request's headers say before its body is read (what the body is, the password, the
+//! client's deadline, the answer's form), and refusing a request without reading its body.
 
 use std::time::Duration;
 
-use axum::body::{Body, BodyDataStream, Bytes};
-use axum::extract::{FromRequest, Multipart, Request};
+use axum::body::BodyDataStream;
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
 use futures::StreamExt;
+use tokio::sync::Semaphore;
 
 use super::error::ApiError;
 
 /// Header carrying the password of an encrypted PDF.
 pub const PASSWORD_HEADER: &str = "x-pdf-password";
 
-/// What a declared content type says the body is.
+/// Header carrying the client's own deadline: seconds from sending the request (decimal, e.g.
+/// `2.5`) after which the answer is of no use to it.
+pub const REQUEST_TIMEOUT_HEADER: &str = "request-timeout";
+
+/// The media type of the streaming filmstrip: one JSON object a line.
+pub const NDJSON: &str = "application/x-ndjson";
+
+/// What a declared content type says the body is. It only tells a raw document from a form:
+/// what the document is comes from its bytes (`office::detect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyKind {
-    /// A PDF (or unlabelled bytes, which PDFium will judge).
-    Pdf,
+    /// A PDF, an Office document or unlabelled bytes: the document itself.
+    Document,
     /// A multipart form whose `file` field holds the document.
     Multipart,
-    /// An Office document (Word, Excel, PowerPoint, OpenDocument, RTF).
-    Office,
     /// Anything else.
     Unsupported(String),
 }
@@ -28,7 +36,7 @@ pub enum BodyKind {
 /// Classifies a `Content-Type` value (parameters ignored).
 pub fn classify(content_type: Option<&str>) -> BodyKind {
     let Some(value) = content_type else {
-        return BodyKind::Pdf;
+        return BodyKind::Document;
     };
     let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match mime.as_str() {
@@ -37,41 +45,29 @@ pub fn classify(content_type: Option<&str>) -> BodyKind {
         | "application/pdf"
         | "application/x-pdf"
         | "application/octet-stream"
-        | "application/x-www-form-urlencoded" => BodyKind::Pdf,
-        "multipart/form-data" => BodyKind::Multipart,
-        "application/msword"
+        | "application/x-www-form-urlencoded"
+        | "application/msword"
         | "application/vnd.ms-excel"
         | "application/vnd.ms-powerpoint"
         | "application/rtf"
-        | "text/rtf" => BodyKind::Office,
+        | "text/rtf" => BodyKind::Document,
+        "multipart/form-data" => BodyKind::Multipart,
         m if m.starts_with("application/vnd.openxmlformats-officedocument.")
             || m.starts_with("application/vnd.oasis.opendocument.") =>
         {
-            BodyKind::Office
+            BodyKind::Document
         }
         _ => BodyKind::Unsupported(mime),
     }
 }
 
-/// True when the bytes start like an Office file (a ZIP container or an OLE compound file).
-pub fn looks_like_office(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0])
-}
-
-fn office_error() -> ApiError {
-    ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "office_not_supported",
-        "Office documents are not converted yet: send a PDF",
-    )
-}
-
-fn unsupported(mime: &str) -> ApiError {
+/// 415 `unsupported_media_type` for a body of type `mime`.
+pub fn unsupported(mime: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",
         format!(
-            "content type {mime:?} is not accepted: send application/pdf or multipart field \"file\""
+            "content type {mime:?} is not accepted: send a PDF or Office document as the body or as multipart field \"file\""
         ),
     )
 }
@@ -87,23 +83,66 @@ pub fn password(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// The client's `Request-Timeout`, if it sent one: positive seconds, at most a day.
+pub fn request_timeout(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
+    let Some(value) = headers.get(REQUEST_TIMEOUT_HEADER) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::invalid(format!(
+            "Request-Timeout must be a number of seconds above 0 and at most 86400, got {:?}",
+            String::from_utf8_lossy(value.as_bytes())
+        ))
+    };
+    let secs: f64 = value.to_str().map_err(|_| bad())?.trim().parse().map_err(|_| bad())?;
+    if !(secs > 0.0 && secs <= 86_400.0) {
+        return Err(bad());
+    }
+    Ok(Some(Duration::from_secs_f64(secs)))
+}
+
+/// Whether the client asks for the streaming form (`Accept: application/x-ndjson`).
+pub fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| item.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(NDJSON))
+}
+
 /// Most bytes read and thrown away after refusing a request whose body was not read yet.
 const LINGER_BYTES: usize = 64 << 20;
 /// Longest time spent doing so.
 const LINGER_TIME: Duration = Duration::from_secs(10);
+/// Refused uploads drained at once; past that a refused connection is closed undrained, so a
+/// flood of refused uploads costs the front no more than this many read buffers.
+const LINGERING: usize = 16;
+static LINGER_PLACES: Semaphore = Semaphore::const_new(LINGERING);
 
-/// Answers `error` without reading the body, but keeps reading and discarding the upload for a
-/// bounded while (as nginx's lingering close does), so the client finishes sending and sees the
-/// error instead of a broken pipe. Nothing is buffered.
+/// Answers `error` without reading the body. A client that waits for `100 Continue` is told
+/// before it sends a byte (the body is never polled, so hyper never invites it); one that
+/// sends anyway has its upload read and discarded for a bounded while (as nginx's lingering
+/// close does), so it finishes sending and sees the error instead of a broken pipe.
 pub fn refuse(request: Request, error: ApiError) -> ApiError {
-    linger(request.into_body().into_data_stream());
+    let expects_continue = request
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !expects_continue {
+        linger(request.into_body().into_data_stream());
+    }
     error
 }
 
 /// Reads and discards what is left of an upload in the background, up to [`LINGER_BYTES`] and
-/// [`LINGER_TIME`].
-fn linger(mut stream: BodyDataStream) {
+/// [`LINGER_TIME`], when one of the [`LINGERING`] places is free; nothing is buffered.
+pub fn linger(mut stream: BodyDataStream) {
+    let Ok(place) = LINGER_PLACES.try_acquire() else {
+        return;
+    };
     tokio::spawn(async move {
+        let _place = place;
         let mut seen = 0usize;
         let discard = async {
             while let Some(Ok(chunk)) = stream.next().await {
@@ -117,81 +156,6 @@ fn linger(mut stream: BodyDataStream) {
     });
 }
 
-/// Reads the document from the body, refusing more than `max` bytes before buffering them.
-pub async fn read_document(request: Request, max: u64) -> Result<Bytes, ApiError> {
-    let headers = request.headers();
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > max) {
-        return Err(refuse(request, ApiError::too_large(max)));
-    }
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let multipart = match classify(content_type) {
-        BodyKind::Pdf => false,
-        BodyKind::Multipart => true,
-        BodyKind::Office => return Err(refuse(request, office_error())),
-        BodyKind::Unsupported(mime) => return Err(refuse(request, unsupported(&mime))),
-    };
-    let (parts, body) = request.into_parts();
-    let mut bytes = read_limited(body, max, declared).await?;
-    if multipart {
-        bytes = multipart_file(Request::from_parts(parts, Body::from(bytes)), max).await?;
-    }
-    if looks_like_office(&bytes) {
-        return Err(office_error());
-    }
-    Ok(bytes)
-}
-
-/// The whole body, counted while it streams in: past `max` bytes (with or without a declared
-/// length, e.g. a chunked upload) the rest is drained in the background, so the client reads
-/// the 413 instead of a reset mid-upload. A declared length sizes the buffer once.
-async fn read_limited(body: Body, max: u64, declared: Option<u64>) -> Result<Bytes, ApiError> {
-    let mut stream = body.into_data_stream();
-    let capacity = usize::try_from(declared.unwrap_or(0).min(max)).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(capacity);
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
-        if (bytes.len() + chunk.len()) as u64 > max {
-            linger(stream);
-            return Err(ApiError::too_large(max));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(Bytes::from(bytes))
-}
-
-/// The `file` field of a multipart form already read whole (and so already size-checked).
-async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
-    let mut form = Multipart::from_request(request, &())
-        .await
-        .map_err(|e| ApiError::invalid(format!("bad multipart body: {}", e.body_text())))?;
-    let field_error = |e: axum::extract::multipart::MultipartError| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(max)
-        } else {
-            ApiError::invalid(format!("bad multipart body: {}", e.body_text()))
-        }
-    };
-    while let Some(field) = form.next_field().await.map_err(field_error)? {
-        if field.name() != Some("file") {
-            continue;
-        }
-        match classify(field.content_type()) {
-            BodyKind::Office => return Err(office_error()),
-            BodyKind::Unsupported(mime) if mime != "multipart/form-data" => {
-                return Err(unsupported(&mime));
-            }
-            _ => {}
-        }
-        return field.bytes().await.map_err(field_error);
-    }
-    Err(ApiError::invalid("multipart body has no field named \"file\""))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -199,22 +163,43 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(classify(None), BodyKind::Pdf);
-        assert_eq!(classify(Some("application/pdf")), BodyKind::Pdf);
+        assert_eq!(classify(None), BodyKind::Document);
+        assert_eq!(classify(Some("application/pdf")), BodyKind::Document);
         assert_eq!(classify(Some("multipart/form-data; boundary=x")), BodyKind::Multipart);
         assert_eq!(
             classify(Some(
                 "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
             )),
-            BodyKind::Office
+            BodyKind::Document
         );
-        assert_eq!(classify(Some("application/vnd.oasis.opendocument.text")), BodyKind::Office);
+        assert_eq!(classify(Some("application/vnd.oasis.opendocument.text")), BodyKind::Document);
+        assert_eq!(classify(Some("application/msword")), BodyKind::Document);
         assert_eq!(classify(Some("image/png")), BodyKind::Unsupported("image/png".into()));
     }
 
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (header::HeaderName::from_static(k), header::HeaderValue::from_static(v)))
+            .collect()
+    }
+
     #[test]
-    fn office_magic() {
-        assert!(looks_like_office(b"PK\x03\x04rest"));
-        assert!(!looks_like_office(b"%PDF-1.7"));
+    fn request_timeout_is_positive_seconds() {
+        assert_eq!(request_timeout(&headers(&[])).unwrap(), None);
+        let t = |v| request_timeout(&headers(&[("request-timeout", v)]));
+        assert_eq!(t("2.5").unwrap(), Some(Duration::from_millis(2500)));
+        assert_eq!(t(" 30 ").unwrap(), Some(Duration::from_secs(30)));
+        for bad in ["0", "-1", "abc", "NaN", "inf", "1e9", ""] {
+            assert_eq!(t(bad).unwrap_err().code, "invalid_request", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ndjson_is_asked_for_by_accept() {
+        assert!(!wants_ndjson(&headers(&[])));
+        assert!(!wants_ndjson(&headers(&[("accept", "application/json")])));
+        assert!(wants_ndjson(&headers(&[("accept", "application/x-ndjson")])));
+        assert!(wants_ndjson(&headers(&[("accept", "text/html, Application/X-NDJSON;q=0.9")])));
     }
 }

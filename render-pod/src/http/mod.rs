@@ -1,11 +1,17 @@
-//! The HTTP front (axum): document routes that queue work for the slots, and health, readiness
-//! and metrics routes that never wait for a slot.
+//! The HTTP front (axum over hyper's HTTP/1 connections): document routes that admit a request
+//! within the byte budget and the queue before reading its body, convert Office input and queue
+//! work for the slots, and health, readiness and metrics routes that never wait for a slot.
 
+pub mod body;
+pub mod budget;
 mod documents;
 mod error;
+pub mod etag;
 mod health;
 mod input;
 mod params;
+pub mod server;
+mod thumbnails;
 
 use std::sync::Arc;
 
@@ -21,8 +27,19 @@ use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
 use crate::metrics::Metrics;
+use crate::office::Office;
 
 pub use error::ApiError;
+pub use params::ThumbnailLimits;
+
+/// Request bodies: the byte budget they reserve from, and how they must arrive.
+#[derive(Debug, Clone)]
+pub struct Uploads {
+    /// The front's byte budget.
+    pub budget: Arc<budget::ByteBudget>,
+    /// Size, rate and idle limits.
+    pub limits: body::BodyLimits,
+}
 
 /// The slot plan as `/readyz` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +78,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Office to PDF.
+    pub office: Arc<Office>,
     /// Draining state.
     pub lifecycle: Arc<Lifecycle>,
     /// How the slot count was derived.
@@ -69,6 +88,12 @@ pub struct AppState {
     pub max_body_bytes: u64,
     /// Most pages one request may name.
     pub max_pages: u32,
+    /// The byte budget and body limits.
+    pub uploads: Uploads,
+    /// Caps on filmstrips.
+    pub thumbnails: ThumbnailLimits,
+    /// What produces the answers, for their ETags.
+    pub engine_version: etag::EngineVersion,
 }
 
 /// Errors are often answered before the body was read (bad parameters, too large, draining);
@@ -87,8 +112,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/info", post(documents::info))
         .route("/v1/extract", post(documents::extract))
         .route("/v1/render", post(documents::render))
-        .route("/v1/thumbnails", post(documents::thumbnails))
+        .route("/v1/thumbnails", post(thumbnails::thumbnails))
         .route("/v1/watermark", post(documents::watermark))
+        .route("/v1/convert", post(documents::convert))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(close_after_error));
     Router::new()

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::office::PdfA;
 use crate::ops::{ImageFormat, OpError, PageSelection, RenderSize, size};
 
 use super::error::ApiError;
@@ -13,6 +14,17 @@ pub type Query = BTreeMap<String, String>;
 pub const DEFAULT_DPI: f32 = 150.0;
 /// Default filmstrip thumbnail width.
 pub const DEFAULT_THUMBNAIL_WIDTH: u32 = 160;
+/// Caps on a filmstrip (`/v1/thumbnails`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThumbnailLimits {
+    /// Widest page, in pixels, for `width=`.
+    pub max_width: u32,
+    /// Highest resolution, for `dpi=`.
+    pub max_dpi: f32,
+    /// Most pixels of all pages together in the JSON form (which is held whole until sent).
+    pub max_pixels: u64,
+}
+
 /// Longest accepted watermark text, in characters.
 pub const MAX_WATERMARK_CHARS: usize = 200;
 
@@ -37,6 +49,36 @@ pub fn render_size(query: &Query, default: RenderSize) -> Result<RenderSize, Api
     };
     size::validate(size)?;
     Ok(size)
+}
+
+/// `dpi=` or `width=` for a filmstrip page, default [`DEFAULT_THUMBNAIL_WIDTH`], within `caps`.
+pub fn thumbnail_size(query: &Query, caps: ThumbnailLimits) -> Result<RenderSize, ApiError> {
+    let size = render_size(query, RenderSize::Width(DEFAULT_THUMBNAIL_WIDTH))?;
+    match size {
+        RenderSize::Width(width) if width > caps.max_width => Err(ApiError::invalid(format!(
+            "thumbnails are at most {} pixels wide (--thumbnail-max-width), got width={width}: use /v1/render for a large page",
+            caps.max_width
+        ))),
+        RenderSize::Dpi(dpi) if dpi > caps.max_dpi => Err(ApiError::invalid(format!(
+            "thumbnails are rendered at {} dpi at most (--thumbnail-max-dpi), got dpi={dpi}: use /v1/render for a large page",
+            caps.max_dpi
+        ))),
+        _ => Ok(size),
+    }
+}
+
+/// Refuses a JSON filmstrip whose pages come to more than `max` pixels in all.
+pub fn check_output_pixels(pixels: u64, max: u64) -> Result<(), ApiError> {
+    if pixels <= max {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "output_too_large",
+        format!(
+            "these thumbnails come to {pixels} pixels, more than {max} in one JSON answer: ask for fewer pages or a smaller size, or stream them (Accept: application/x-ndjson)"
+        ),
+    ))
 }
 
 /// `format=` (png, jpeg, webp), default png.
@@ -74,6 +116,14 @@ pub fn check_page_count(requested: u64, max_pages: u32) -> Result<(), ApiError> 
         return Err(OpError::TooManyPages { requested, max: max_pages }.into());
     }
     Ok(())
+}
+
+/// `pdfa=` for `/v1/convert` (1b, 2b or 3b).
+pub fn pdfa(query: &Query) -> Result<Option<PdfA>, ApiError> {
+    query
+        .get("pdfa")
+        .map(|v| v.parse::<PdfA>().map_err(|e| ApiError::invalid(e.to_string())))
+        .transpose()
 }
 
 /// `max_chars=` for `/v1/extract`.
@@ -122,6 +172,26 @@ mod tests {
     }
 
     #[test]
+    fn thumbnails_are_capped_per_page_and_in_all() {
+        let caps = ThumbnailLimits { max_width: 1200, max_dpi: 150.0, max_pixels: 1_000 };
+        assert_eq!(
+            thumbnail_size(&q(&[]), caps).unwrap(),
+            RenderSize::Width(DEFAULT_THUMBNAIL_WIDTH)
+        );
+        assert_eq!(
+            thumbnail_size(&q(&[("width", "1200")]), caps).unwrap(),
+            RenderSize::Width(1200)
+        );
+        assert_eq!(thumbnail_size(&q(&[("dpi", "150")]), caps).unwrap(), RenderSize::Dpi(150.0));
+        for over in [("width", "1201"), ("width", "3000"), ("dpi", "150.5")] {
+            assert_eq!(thumbnail_size(&q(&[over]), caps).unwrap_err().code, "invalid_request");
+        }
+        assert!(check_output_pixels(1_000, caps.max_pixels).is_ok());
+        let e = check_output_pixels(1_001, caps.max_pixels).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (422, "output_too_large"));
+    }
+
+    #[test]
     fn format_and_page() {
         assert_eq!(format(&q(&[])).unwrap(), ImageFormat::Png);
         assert_eq!(format(&q(&[("format", "JPG")])).unwrap(), ImageFormat::Jpeg);
@@ -147,5 +217,12 @@ mod tests {
         assert!(watermark_text(&q(&[])).is_err());
         assert!(watermark_text(&q(&[("text", &"x".repeat(201))])).is_err());
         assert_eq!(max_chars(&q(&[("max_chars", "10")])).unwrap(), Some(10));
+    }
+
+    #[test]
+    fn pdfa_is_optional_and_checked() {
+        assert_eq!(pdfa(&q(&[])).unwrap(), None);
+        assert_eq!(pdfa(&q(&[("pdfa", "2b")])).unwrap(), Some(PdfA::A2b));
+        assert_eq!(pdfa(&q(&[("pdfa", "4z")])).unwrap_err().code, "invalid_request");
     }
 }

@@ -21,6 +21,13 @@ pub enum OpError {
     /// The rendered image would exceed the pixel budget (checked before any bitmap exists).
     #[error("a {width}x{height} image exceeds the limit of {max_pixels} pixels")]
     TooManyPixels { width: u64, height: u64, max_pixels: u64 },
+    /// The page bitmap the request asks for cannot be allocated within the worker's memory
+    /// ceiling (the request's size, not the document, is to blame: the worker lives on).
+    #[error(
+        "a page bitmap of {} MiB does not fit in a worker's memory: ask for fewer pixels",
+        bytes >> 20
+    )]
+    BitmapTooLarge { bytes: u64 },
     /// More pages were requested than one job may touch.
     #[error("{requested} pages requested, at most {max} allowed")]
     TooManyPages { requested: u64, max: u32 },
@@ -41,6 +48,7 @@ impl OpError {
             OpError::WrongPassword => "wrong_password",
             OpError::PageOutOfRange { .. } => "page_out_of_range",
             OpError::TooManyPixels { .. } => "too_many_pixels",
+            OpError::BitmapTooLarge { .. } => "memory_limit_exceeded",
             OpError::TooManyPages { .. } => "too_many_pages",
             OpError::InvalidRequest { .. } => "invalid_request",
             OpError::Internal { .. } => "internal",

@@ -4,7 +4,7 @@ use pdfium_render::prelude::{PdfDocument, Pdfium};
 
 use super::cache::DocumentCache;
 use super::{
-    Document, Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, render, size,
+    Document, Op, OpError, OpLimits, OpOutput, PageSelection, extract, info, measure, render, size,
     watermark,
 };
 
@@ -45,10 +45,23 @@ impl Executor {
         let limits = self.limits;
         match op {
             Op::Info => info::document_info(self.cache.get(doc)?).map(OpOutput::Info),
+            Op::Measure { pages, size } => {
+                let document = self.cache.get(doc)?;
+                let all;
+                let selection = match pages {
+                    Some(selection) => selection,
+                    None => {
+                        all = PageSelection::all(super::page_count(document));
+                        check_page_budget(all.count(), limits)?;
+                        &all
+                    }
+                };
+                measure::measure(document, selection, *size).map(OpOutput::Measure)
+            }
             Op::Extract { pages, max_chars } => {
                 let document = self.cache.get(doc)?;
-                let selected = selected_pages(document, pages.as_ref(), limits)?;
-                extract::extract_text(document, &selected, *max_chars).map(OpOutput::Text)
+                let (selected, cut) = selected_pages(document, pages.as_ref(), limits)?;
+                extract::extract_text(document, &selected, *max_chars, cut).map(OpOutput::Text)
             }
             Op::Render { page, size, format } => {
                 let document = self.cache.get(doc)?;
@@ -73,6 +86,12 @@ impl Executor {
 fn precheck(op: &Op, limits: OpLimits) -> Result<(), OpError> {
     match op {
         Op::Info => Ok(()),
+        Op::Measure { pages, size: render_size } => {
+            if let Some(selection) = pages {
+                check_page_budget(selection.count(), limits)?;
+            }
+            size::validate(*render_size)
+        }
         Op::Extract { pages, .. } => match pages {
             Some(selection) => check_page_budget(selection.count(), limits),
             None => Ok(()),
@@ -94,21 +113,24 @@ fn check_page_budget(requested: u64, limits: OpLimits) -> Result<(), OpError> {
     Ok(())
 }
 
-/// The 1-based pages an extract covers: the selection, or the whole document.
+/// The 1-based pages an extract covers, and whether pages were left out: a named selection
+/// (refused past the page budget: the client asked for exactly those), or else the whole
+/// document up to the budget. Text extraction runs on every upload, so a long manual gets its
+/// first pages and `truncated` rather than an error.
 fn selected_pages(
     doc: &PdfDocument,
     selection: Option<&PageSelection>,
     limits: OpLimits,
-) -> Result<Vec<u32>, OpError> {
+) -> Result<(Vec<u32>, bool), OpError> {
     let page_count = super::page_count(doc);
-    let all;
-    let selection = match selection {
-        Some(selection) => selection,
-        None => {
-            all = PageSelection::all(page_count);
-            &all
+    match selection {
+        Some(selection) => {
+            check_page_budget(selection.count(), limits)?;
+            Ok((selection.resolve(page_count)?, false))
         }
-    };
-    check_page_budget(selection.count(), limits)?;
-    selection.resolve(page_count)
+        None => {
+            let kept = page_count.min(limits.max_pages);
+            Ok(((1..=kept).collect(), kept < page_count))
+        }
+    }
 }

@@ -5,14 +5,17 @@ use pdfium_render::prelude::PdfDocument;
 use super::{ExtractOutput, OpError, PageText};
 
 /// Extracts the text of `pages` (1-based, already checked against the page count), stopping
-/// once `max_chars` characters in total have been taken.
+/// once `max_chars` characters in total have been taken. `truncated` starts as the caller found
+/// it (pages already left out).
 pub fn extract_text(
     doc: &PdfDocument,
     pages: &[u32],
     max_chars: Option<usize>,
+    truncated: bool,
 ) -> Result<ExtractOutput, OpError> {
     let mut remaining = max_chars.unwrap_or(usize::MAX);
-    let mut out = ExtractOutput { pages: Vec::with_capacity(pages.len()), truncated: false };
+    let page_count = super::page_count(doc);
+    let mut out = ExtractOutput { pages: Vec::with_capacity(pages.len()), truncated, page_count };
     for &page_no in pages {
         let index = super::page_index(page_no)?;
         let page = doc.pages().get(index).map_err(|e| OpError::pdfium("loading page", e))?;

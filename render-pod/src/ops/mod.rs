@@ -6,6 +6,7 @@ mod error;
 mod executor;
 mod extract;
 mod info;
+mod measure;
 pub mod render;
 mod selection;
 pub mod size;
@@ -19,8 +20,8 @@ pub use error::OpError;
 pub use executor::Executor;
 pub use selection::{PageRange, PageSelection};
 pub use types::{
-    DocInfo, ExtractOutput, ImageFormat, ImageOutput, Op, OpLimits, OpOutput, PageInfo, PageText,
-    RenderSize,
+    DocInfo, ExtractOutput, ImageFormat, ImageOutput, Measurement, Op, OpLimits, OpOutput,
+    PageInfo, PageText, RenderSize,
 };
 
 /// The document's page count (PDFium counts in a C int that is never negative).

@@ -56,6 +56,9 @@ pub fn render_bgra(
 ) -> Result<(), OpError> {
     let len = usize::try_from(i64::from(width) * i64::from(height) * 4)
         .map_err(|_| OpError::invalid(format!("bitmap size {width}x{height} is invalid")))?;
+    // Refused by the memory ceiling: an answer, not an abort that would blame the document.
+    bgra.try_reserve_exact(len.saturating_sub(bgra.len()))
+        .map_err(|_| OpError::BitmapTooLarge { bytes: len as u64 })?;
     bgra.resize(len, 0);
     {
         let mut bitmap = PdfBitmap::from_bytes(width, height, PdfBitmapFormat::BGRA, bgra)

@@ -7,13 +7,13 @@ use serde::{Deserialize, Serialize};
 use super::OpError;
 
 /// A set of 1-based pages, kept as sorted, merged, inclusive ranges.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PageSelection {
     ranges: Vec<PageRange>,
 }
 
 /// One inclusive range of 1-based pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PageRange {
     /// First page, at least 1.
     pub first: u32,

@@ -22,6 +22,9 @@ pub enum RenderSize {
 pub enum Op {
     /// Page count, sizes, rotation, encryption, metadata.
     Info,
+    /// The page count, and the pixels the selected pages (all when `None`) come to at `size`,
+    /// read from the page tree without loading any page: what a filmstrip needs to know first.
+    Measure { pages: Option<PageSelection>, size: RenderSize },
     /// Text of the selected pages (all when `None`), capped at `max_chars` in total.
     Extract { pages: Option<PageSelection>, max_chars: Option<usize> },
     /// One page (1-based) as an image.
@@ -35,6 +38,8 @@ pub enum Op {
 pub enum OpOutput {
     /// Result of [`Op::Info`].
     Info(DocInfo),
+    /// Result of [`Op::Measure`].
+    Measure(Measurement),
     /// Result of [`Op::Extract`].
     Text(ExtractOutput),
     /// Result of [`Op::Render`].
@@ -57,6 +62,15 @@ pub struct DocInfo {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// What a filmstrip of the selected pages would come to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Number of pages in the document.
+    pub page_count: u32,
+    /// The selected pages' rendered pixels (width x height) added up, saturating.
+    pub pixels: u64,
+}
+
 /// Size and rotation of one page.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PageInfo {
@@ -73,8 +87,11 @@ pub struct PageInfo {
 pub struct ExtractOutput {
     /// One entry per page extracted, ascending.
     pub pages: Vec<PageText>,
-    /// True when `max_chars` cut the text short.
+    /// True when `max_chars` cut the text short, or when no range was named and the document
+    /// has more pages than one job may touch (then only the first `max_pages` are extracted).
     pub truncated: bool,
+    /// The document's page count, so a truncated answer says how much it left out.
+    pub page_count: u32,
 }
 
 /// Text of one page.

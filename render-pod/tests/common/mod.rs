@@ -1,7 +1,10 @@
 //! A real `render-pod serve` process for integration tests and benchmarks: started on 127.0.0.1
-//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic; a
-//! cgroup v1 cpu group to start it in; and the test documents (from `renderpool_testkit`).
+//! with an ephemeral port, killed (with its workers) when the guard drops, also on panic;
+//! cgroup v1 cpu and memory groups to start it in; and the test documents (from
+//! `renderpool_testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+pub mod raw;
 
 use std::io::ErrorKind;
 use std::io::{BufRead, BufReader};
@@ -25,6 +28,18 @@ pub fn doc(name: &str) -> Vec<u8> {
 /// The corpus manifest: every file's entry by name.
 pub fn manifest() -> serde_json::Value {
     serde_json::Value::Object(corpus::manifest().clone())
+}
+
+/// A render of several seconds: a 1200 dpi gnuplot page, a 540 MB bitmap.
+pub const SLOW_RENDER: &str = "/v1/render?page=1&dpi=1200";
+
+/// The flags that allow [`SLOW_RENDER`]: pixels past the default limit, and a worker memory
+/// ceiling that holds its bitmap.
+pub const ALLOW_SLOW_RENDER: [&str; 4] = ["--max-pixels", "400000000", "--memory-per-slot", "1Gi"];
+
+/// One flag list: `flags`, then `more`.
+pub fn flags<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    flags.iter().chain(more).copied().collect()
 }
 
 /// The built binary.
@@ -159,12 +174,7 @@ impl Server {
     pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
         let text =
             self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter(|l| l.split([' ', '{']).next() == Some(name))
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        renderpool_testkit::metrics::sum(&text, name, needles)
     }
 
     /// Waits until [`Server::metric`] reaches `at_least` (work after a reply, such as a
@@ -246,34 +256,8 @@ impl CpuGroup {
     /// `None` when the controller is not there or not writable, after recording the skip
     /// (which fails the test where `RENDERPOOL_CAPABILITIES` lists `cgroup-v1-cpu`).
     pub fn create(name: &str, quota_us: u64, period_us: u64) -> Option<CpuGroup> {
-        let root = Path::new(CPU_CONTROLLER);
-        if !root.join("cpu.cfs_quota_us").exists() {
-            skip(
-                capability::CGROUP_V1_CPU,
-                format!("no cgroup v1 cpu controller at {CPU_CONTROLLER}"),
-            );
-            return None;
-        }
-        let path = root.join(format!("{name}-{}-{quota_us}", std::process::id()));
-        match std::fs::create_dir(&path) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
-                ) =>
-            {
-                skip(
-                    capability::CGROUP_V1_CPU,
-                    format!(
-                        "cannot create {} ({e}): the cpu controller is not writable",
-                        path.display()
-                    ),
-                );
-                return None;
-            }
-            Err(e) => panic!("cannot create {}: {e}", path.display()),
-        }
+        let dir = format!("{name}-{}-{quota_us}", std::process::id());
+        let path = new_group(CPU_CONTROLLER, "cpu.cfs_quota_us", capability::CGROUP_V1_CPU, &dir)?;
         let group = CpuGroup { path };
         std::fs::write(group.path.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
         std::fs::write(group.path.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
@@ -282,26 +266,122 @@ impl CpuGroup {
 
     /// `render-pod serve` started inside the group (a shell enters it, then execs the binary).
     pub fn serve(&self, flags: &[&str]) -> Server {
-        let procs = self.path.join("cgroup.procs");
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
-            .arg(binary())
-            .args(serve_args(flags));
-        Server::spawn(cmd)
+        serve_in_group(&self.path, flags)
     }
 }
 
 impl Drop for CpuGroup {
     fn drop(&mut self) {
-        // The server is gone by now; its workers die with it a moment later.
-        let start = Instant::now();
-        while std::fs::remove_dir(&self.path).is_err() {
-            if start.elapsed() > Duration::from_secs(10) {
-                eprintln!("could not remove {}", self.path.display());
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        remove_group(&self.path);
+    }
+}
+
+/// Creates `dir` under the v1 controller mounted at `controller` (which has `probe` when it is
+/// there); `None` after recording a skip for `capability` when it is missing or not writable.
+fn new_group(controller: &str, probe: &str, capability: &str, dir: &str) -> Option<PathBuf> {
+    let root = Path::new(controller);
+    if !root.join(probe).exists() {
+        skip(capability, format!("no cgroup v1 controller with {probe} at {controller}"));
+        return None;
+    }
+    let path = root.join(dir);
+    match std::fs::create_dir(&path) {
+        Ok(()) => Some(path),
+        Err(e)
+            if matches!(e.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) =>
+        {
+            let reason =
+                format!("cannot create {} ({e}): the controller is not writable", path.display());
+            skip(capability, reason);
+            None
         }
+        Err(e) => panic!("cannot create {}: {e}", path.display()),
+    }
+}
+
+/// `render-pod serve` started inside the cgroup at `path` (a shell enters it, then execs).
+fn serve_in_group(path: &Path, flags: &[&str]) -> Server {
+    let procs = path.join("cgroup.procs");
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
+        .arg(binary())
+        .args(serve_args(flags));
+    Server::spawn(cmd)
+}
+
+/// Removes a cgroup once its processes are gone (a server's workers die a moment after it).
+fn remove_group(path: &Path) {
+    let start = Instant::now();
+    while std::fs::remove_dir(path).is_err() {
+        if start.elapsed() > Duration::from_secs(10) {
+            eprintln!("could not remove {}", path.display());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Where the cgroup v1 memory controller is mounted.
+const MEMORY_CONTROLLER: &str = "/sys/fs/cgroup/memory";
+
+/// A child cgroup under the v1 memory controller with a memory limit, removed on drop.
+pub struct MemoryGroup {
+    /// The group's folder under the controller.
+    pub path: PathBuf,
+}
+
+impl MemoryGroup {
+    /// A group limited to `limit_bytes`; `None` when the controller is not there or not
+    /// writable, after recording the skip (which fails the test where `RENDERPOOL_CAPABILITIES`
+    /// lists `cgroup-v1-memory`).
+    pub fn create(name: &str, limit_bytes: u64) -> Option<MemoryGroup> {
+        let dir = format!("{name}-{}", std::process::id());
+        let path = new_group(
+            MEMORY_CONTROLLER,
+            "memory.limit_in_bytes",
+            capability::CGROUP_V1_MEMORY,
+            &dir,
+        )?;
+        let group = MemoryGroup { path };
+        group.write("memory.limit_in_bytes", &limit_bytes.to_string());
+        // No swap: the limit is the memory.
+        let _ = std::fs::write(group.path.join("memory.swappiness"), "0");
+        Some(group)
+    }
+
+    /// `render-pod serve` started inside the group.
+    pub fn serve(&self, flags: &[&str]) -> Server {
+        serve_in_group(&self.path, flags)
+    }
+
+    fn write(&self, file: &str, value: &str) {
+        std::fs::write(self.path.join(file), value)
+            .unwrap_or_else(|e| panic!("cannot write {file} of {}: {e}", self.path.display()));
+    }
+
+    /// A number from one of the group's files: the whole file, or the value after `key`
+    /// (`memory.oom_control`'s `oom_kill 0` lines).
+    pub fn read(&self, file: &str, key: Option<&str>) -> u64 {
+        let text = std::fs::read_to_string(self.path.join(file)).unwrap();
+        let value = match key {
+            None => text.trim(),
+            Some(key) => text
+                .lines()
+                .find_map(|l| l.strip_prefix(key).map(str::trim))
+                .unwrap_or_else(|| panic!("no {key} in {file}: {text}")),
+        };
+        value.parse().unwrap_or_else(|_| panic!("{file}: {value:?} is not a number"))
+    }
+
+    /// Processes the kernel's OOM killer killed in the group so far.
+    pub fn oom_kills(&self) -> u64 {
+        self.read("memory.oom_control", Some("oom_kill "))
+    }
+}
+
+impl Drop for MemoryGroup {
+    fn drop(&mut self) {
+        remove_group(&self.path);
     }
 }

@@ -21,9 +21,10 @@ pub const KWOK_NODE_LEASE_SECONDS: u32 = 40;
 /// default is 15 s; shorter lets autoscaling tests see a decision in seconds).
 pub const HPA_SYNC_SECONDS: u32 = 5;
 
-/// The folder with etcd, kube-*, kubectl, kwok and helm: from `$RENDERPOOL_CLUSTER_BIN`, or
+/// The folder with the Go-built tools (control plane, real node, Gotenberg, autoscaling): from
+/// `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
-pub(super) fn bin_dir() -> Result<PathBuf, ClusterError> {
+pub(crate) fn bin_dir() -> Result<PathBuf, ClusterError> {
     if let Some(dir) = std::env::var_os(BIN_ENV) {
         return Ok(PathBuf::from(dir));
     }

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub(crate) use components::bin_dir;
 pub use components::{HPA_SYNC_SECONDS, KWOK_NODE_LEASE_SECONDS};
 pub use karpenter::Karpenter;
 pub use metrics::MetricsPipeline;
@@ -158,14 +159,30 @@ impl Cluster {
             .unwrap_or_else(|err| panic!("admin client for the local cluster: {err}"))
     }
 
+    /// An admin client that hands every 429 and 503 back to the caller: kube's default client
+    /// retries them with backoff, which hides what the API server refused (an eviction a PDB
+    /// forbids, say).
+    pub async fn client_without_retries(&self) -> kube::Client {
+        let mut config = self
+            .config_for(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|err| panic!("admin client for the local cluster: {err}"));
+        config.default_retry = false;
+        kube::Client::try_from(config)
+            .unwrap_or_else(|err| panic!("admin client for the local cluster: {err}"))
+    }
+
     /// A client for another kubeconfig of this cluster (e.g. one from [`Self::kubeconfig_for_token`]).
     pub async fn client_for(&self, kubeconfig: &Path) -> Result<kube::Client, ClusterError> {
+        Ok(kube::Client::try_from(self.config_for(kubeconfig).await?)?)
+    }
+
+    async fn config_for(&self, kubeconfig: &Path) -> Result<kube::Config, ClusterError> {
         let raw = kube::config::Kubeconfig::read_from(kubeconfig)
             .map_err(|err| ClusterError::Setup(format!("read {}: {err}", kubeconfig.display())))?;
-        let config = kube::Config::from_custom_kubeconfig(raw, &Default::default())
+        kube::Config::from_custom_kubeconfig(raw, &Default::default())
             .await
-            .map_err(|err| ClusterError::Setup(format!("kubeconfig: {err}")))?;
-        Ok(kube::Client::try_from(config)?)
+            .map_err(|err| ClusterError::Setup(format!("kubeconfig: {err}")))
     }
 
     /// Writes a kubeconfig that authenticates with `token` (e.g. a ServiceAccount's) and

@@ -2,7 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helm;
+mod operator_drift;
 mod operator_lifecycle;
+mod operator_limits;
+mod operator_office;
 mod operator_sizing;
 mod operator_steady;
 mod operator_support;

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
@@ -153,7 +154,7 @@ async fn spec_edit_rolls_and_deleted_children_come_back() {
     .await;
     assert!(
         !super::operator_support::container_env(&render)
-            .contains_key("RENDERPOD_OFFICE_CONCURRENCY")
+            .contains_key("RENDERPOD_OFFICE_SHARE_FILE")
     );
     let pool = wait_pool(&pools, "edited", WAIT, is_settled).await;
     assert_eq!(pool.status.unwrap().gotenberg_replicas, Some(0));
@@ -194,7 +195,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     .await;
     let (_, reason, message) = condition(&pool, "Degraded").unwrap();
     assert_eq!(reason, "MemoryTooSmallForOneSlot");
-    assert!(message.contains("needs at least 640 MiB"), "{message}");
+    assert!(message.contains("needs at least 708 MiB"), "{message}");
     assert!(message.contains("raise spec.memory or lower spec.memoryPerSlot"), "{message}");
     assert_eq!(condition(&pool, "Ready").unwrap().0, "False");
     // The running pods are left alone: the Deployment keeps the last good memory.
@@ -212,7 +213,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     })
     .await
     .expect("a Warning event explains the degraded pool");
-    assert!(warning.note.unwrap_or_default().contains("640 MiB"));
+    assert!(warning.note.unwrap_or_default().contains("708 MiB"));
 
     // Fixing the spec recovers.
     let mut spec = base_spec();
@@ -220,7 +221,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     kubectl_apply(cluster, ns.name(), &pool_manifest("tight", spec)).unwrap();
     let pool = wait_pool(&pools, "tight", WAIT, is_settled).await;
     assert_eq!(condition(&pool, "Degraded").unwrap().0, "False");
-    // (1280 - 128) / 512 = 2.25 -> 2 by memory, 1 by CPU: 1 slot.
+    // (1280 - 196) / 512 = 2.1 -> 2 by memory, 1 by CPU: 1 slot.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(1));
 }
 
@@ -235,10 +236,14 @@ async fn deleting_the_pool_lets_the_garbage_collector_remove_every_child() {
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns.name());
     kubectl_apply(cluster, ns.name(), &pool_manifest("doomed", base_spec())).unwrap();
     wait_pool(&pools, "doomed", WAIT, is_ready).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), ns.name());
     let all = ListParams::default().labels("app.kubernetes.io/instance=doomed");
     assert_eq!(deployments.list(&all).await.unwrap().items.len(), 2);
     assert_eq!(services.list(&all).await.unwrap().items.len(), 2);
     assert_eq!(pdbs.list(&all).await.unwrap().items.len(), 2);
+    assert_eq!(config_maps.list(&all).await.unwrap().items.len(), 1);
+    assert_eq!(policies.list(&all).await.unwrap().items.len(), 1);
 
     pools.delete("doomed", &DeleteParams::default()).await.unwrap();
     let gone = wait_for(WAIT, || async {
@@ -246,9 +251,11 @@ async fn deleting_the_pool_lets_the_garbage_collector_remove_every_child() {
             deployments.list(&all).await.ok()?.items.len(),
             services.list(&all).await.ok()?.items.len(),
             pdbs.list(&all).await.ok()?.items.len(),
+            config_maps.list(&all).await.ok()?.items.len(),
+            policies.list(&all).await.ok()?.items.len(),
         );
-        (counts == (0, 0, 0)).then_some(())
+        (counts == (0, 0, 0, 0, 0)).then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the garbage collector removed the Deployments, Services and PDBs");
+    assert!(gone.is_some(), "the garbage collector removed every child");
 }

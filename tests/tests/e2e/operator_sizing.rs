@@ -1,11 +1,11 @@
-//! RenderPools of several sizings: the children carry the derived resources, env and flags, the
-//! scheduler places the pods on kwok nodes that fit them, and the status reaches Ready with the
-//! slot figures worked out by hand below.
+//! RenderPools of several sizings: the children carry the derived resources, env, flags and
+//! Office share, the scheduler places the pods on kwok nodes that fit them, and the status
+//! reaches Ready with the slot figures worked out by hand below.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 use renderpool_operator::crd::RenderPool;
@@ -26,12 +26,11 @@ struct Case {
     slots: i32,
     gotenberg_replicas: i32,
     office_per_pod: &'static str,
-    chromium: &'static str,
 }
 
 fn cases() -> Vec<Case> {
     vec![
-        // cpu 3 -> 3 slots; memory (4096 - 128) / 512 = 7; min = 3 per pod, 6 in all.
+        // cpu 3 -> 3 slots; memory (4096 - 196) / 512 = 7.6 -> 7; min = 3 per pod, 6 in all.
         Case {
             name: "cpu-bound",
             spec: json!({"replicas": 2, "cpu": "3", "memory": "4Gi"}),
@@ -41,9 +40,8 @@ fn cases() -> Vec<Case> {
             slots: 3,
             gotenberg_replicas: 1,
             office_per_pod: "1",
-            chromium: "1",
         },
-        // cpu 2 -> 2; memory (1024 - 128) / 512 = 1.75 -> 1; one slot per pod, 3 in all.
+        // cpu 2 -> 2; memory (1024 - 196) / 512 = 1.6 -> 1; one slot per pod, 3 in all.
         Case {
             name: "memory-bound",
             spec: json!({"replicas": 3, "cpu": "2", "memory": "1Gi", "memoryPerSlot": "512Mi",
@@ -55,10 +53,8 @@ fn cases() -> Vec<Case> {
             // 2 Gotenberg replicas over 3 render pods: max(1, 2 / 3) = 1 each.
             gotenberg_replicas: 2,
             office_per_pod: "1",
-            // 2500m -> 2 whole cores.
-            chromium: "2",
         },
-        // cpu 1500m -> 1 (rounded down); memory (3072 - 128) / 256 = 11; one slot per pod.
+        // cpu 1500m -> 1 (rounded down); memory (3072 - 196) / 256 = 11.2 -> 11; one slot per pod.
         Case {
             name: "fractional",
             spec: json!({"replicas": 2, "cpu": "1500m", "memory": "3Gi", "memoryPerSlot": "256Mi",
@@ -70,9 +66,8 @@ fn cases() -> Vec<Case> {
             // officeConcurrency 4 -> 4 replicas; 4 / 2 render pods = 2 each.
             gotenberg_replicas: 4,
             office_per_pod: "2",
-            chromium: "1",
         },
-        // cpu 8 -> 8; memory (8192 - 128) / 1024 = 7.9 -> 7: memory decides, 7 slots.
+        // cpu 8 -> 8; memory (8192 - 196) / 1024 = 7.8 -> 7: memory decides, 7 slots.
         Case {
             name: "wide",
             spec: json!({"replicas": 1, "cpu": "8", "memory": "8Gi", "memoryPerSlot": "1Gi"}),
@@ -82,7 +77,6 @@ fn cases() -> Vec<Case> {
             slots: 7,
             gotenberg_replicas: 1,
             office_per_pod: "1",
-            chromium: "1",
         },
     ]
 }
@@ -94,6 +88,7 @@ async fn sizings_become_children_with_derived_figures_and_ready_status() {
     let client = cluster.client().await;
     let pools: Api<RenderPool> = Api::namespaced(client.clone(), ns.name());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     for case in cases() {
         kubectl_apply(cluster, ns.name(), &pool_manifest(case.name, case.spec.clone())).unwrap();
     }
@@ -118,15 +113,18 @@ async fn sizings_become_children_with_derived_figures_and_ready_status() {
             (case.cpu, case.memory)
         );
         let env = container_env(&render);
-        assert_eq!(env["RENDERPOD_OFFICE_CONCURRENCY"], case.office_per_pod, "{}", case.name);
         assert_eq!(env["RENDERPOD_GOTENBERG_URL"], format!("http://{}-gotenberg:3000", case.name));
+        let share = config_maps.get(&format!("{}-office", case.name)).await.unwrap();
+        assert_eq!(share.data.unwrap()["concurrency"], case.office_per_pod, "{}", case.name);
 
         let gotenberg = deployments.get(&format!("{}-gotenberg", case.name)).await.unwrap();
         assert_eq!(gotenberg.spec.replicas, Some(case.gotenberg_replicas));
         let g = &gotenberg.spec.template.spec.as_ref().unwrap().containers[0];
         let args = g.args.clone().unwrap();
-        let flag = format!("--chromium-max-concurrency={}", case.chromium);
-        assert!(args.contains(&flag), "{}: {flag} not in {args:?}", case.name);
+        // The default job deadline, 30 s, is Gotenberg's timeout.
+        assert!(args.contains(&"--api-timeout=30s".to_string()), "{}: {args:?}", case.name);
+        // The LibreOffice-only Gotenberg the tests run refuses any Chromium flag.
+        assert!(!args.iter().any(|a| a.starts_with("--chromium")), "{}: {args:?}", case.name);
         assert!(g.resources.as_ref().unwrap().limits.is_some(), "gotenberg must be bounded");
     }
     assert_pods_fit_their_nodes(&client, ns.name()).await;
@@ -177,6 +175,6 @@ async fn a_pod_larger_than_any_node_keeps_the_pool_not_ready() {
     .await;
     let (_, _, message) = condition(&pool, "Ready").unwrap();
     assert!(message.contains("0 of 1 render pods ready"), "{message}");
-    // min(20 cores, (4096 - 128) / 512 = 7) = 7: the figures are known even while pods wait.
+    // min(20 cores, (4096 - 196) / 512 = 7) = 7: the figures are known even while pods wait.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(7));
 }

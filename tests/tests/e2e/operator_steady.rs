@@ -1,34 +1,21 @@
-//! A pool at rest costs nothing: no object changes and the operator sends no writes.
+//! A pool at rest costs nothing: a reconcile with nothing to change writes no child, and at rest
+//! no object changes at all.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use renderpool_operator::crd::RenderPool;
+use renderpool_tests::operator::child_versions;
 use serde_json::json;
 
 use super::operator_support::{is_settled, kubectl_apply, pool_manifest, setup, wait_pool};
 
-async fn versions(client: &kube::Client, ns: &str) -> BTreeMap<String, String> {
+/// resourceVersion of every child of pool `calm`, by kind and name.
+async fn children(client: &kube::Client, ns: &str) -> BTreeMap<String, String> {
     let labels = ListParams::default().labels("app.kubernetes.io/instance=calm");
-    let mut out = BTreeMap::new();
-    let pool = Api::<RenderPool>::namespaced(client.clone(), ns).get("calm").await.unwrap();
-    out.insert("RenderPool/calm".into(), pool.resource_version().unwrap());
-    for d in Api::<Deployment>::namespaced(client.clone(), ns).list(&labels).await.unwrap() {
-        out.insert(format!("Deployment/{}", d.name_any()), d.resource_version().unwrap());
-    }
-    for s in Api::<Service>::namespaced(client.clone(), ns).list(&labels).await.unwrap() {
-        out.insert(format!("Service/{}", s.name_any()), s.resource_version().unwrap());
-    }
-    for p in Api::<PodDisruptionBudget>::namespaced(client.clone(), ns).list(&labels).await.unwrap()
-    {
-        out.insert(format!("PodDisruptionBudget/{}", p.name_any()), p.resource_version().unwrap());
-    }
-    out
+    child_versions(client, ns, &labels).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,11 +27,29 @@ async fn a_ready_pool_is_left_untouched() {
     let spec = json!({"replicas": 3, "cpu": "2", "memory": "2Gi", "gotenberg": {"replicas": 2}});
     kubectl_apply(cluster, ns.name(), &pool_manifest("calm", spec)).unwrap();
     wait_pool(&pools, "calm", Duration::from_secs(90), is_settled).await;
-    // Let the last status updates of the Deployment controller land.
+    // Let the last status updates of the Deployment and disruption controllers land.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = versions(&client, ns.name()).await;
-    assert_eq!(before.len(), 7, "the pool and its six children: {before:?}");
+    let before = children(&client, ns.name()).await;
+    assert_eq!(
+        before.len(),
+        8,
+        "two Deployments, Services and PDBs, a ConfigMap, a NetworkPolicy: {before:?}"
+    );
+
+    // The same pool said another way: a new generation to reconcile, nothing to change.
+    let same =
+        json!({"replicas": 3, "cpu": "2", "memory": "2Gi", "gotenberg": {"officeConcurrency": 2}});
+    kubectl_apply(cluster, ns.name(), &pool_manifest("calm", same)).unwrap();
+    let pool = wait_pool(&pools, "calm", Duration::from_secs(60), |p| {
+        is_settled(p) && p.metadata.generation == Some(2)
+    })
+    .await;
+    assert_eq!(pool.status.as_ref().and_then(|s| s.observed_generation), Some(2));
+    assert_eq!(children(&client, ns.name()).await, before, "the reconcile wrote no child");
+
+    // At rest: nothing at all changes, the pool included.
+    let pool_version = pool.resource_version();
     tokio::time::sleep(Duration::from_secs(20)).await;
-    let after = versions(&client, ns.name()).await;
-    assert_eq!(before, after, "nothing was written while the pool was at rest");
+    assert_eq!(children(&client, ns.name()).await, before, "nothing was written at rest");
+    assert_eq!(pools.get("calm").await.unwrap().resource_version(), pool_version);
 }

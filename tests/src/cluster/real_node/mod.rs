@@ -35,6 +35,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use layout::Layout;
 use record::{Daemon, UndoLog};
 pub use teardown::{kernel_settings, leftovers};
@@ -72,6 +73,7 @@ pub struct RealNode {
     images: Mutex<BTreeMap<String, Vec<String>>>,
     daemons: Vec<(&'static str, u32)>,
     started_in: Duration,
+    imported_in: Duration,
 }
 
 impl RealNode {
@@ -102,7 +104,9 @@ impl RealNode {
         node.prepare_machine()?;
         node.relay_api()?;
         node.start_containerd(&runc)?;
+        let importing = Instant::now();
         let imported = node.import_images(images)?;
+        let imported_in = importing.elapsed();
         node.start_dns()?;
         node.start_kubelet()?;
         // After the kubelet: kube-proxy reports healthy only once its Node exists.
@@ -113,6 +117,7 @@ impl RealNode {
             images: Mutex::new(imported),
             daemons: node.daemons,
             started_in: started.elapsed(),
+            imported_in,
         })
     }
 
@@ -162,6 +167,54 @@ impl RealNode {
     /// How long [`RealNode::start`] took, from the first step to the node being Ready.
     pub fn started_in(&self) -> Duration {
         self.started_in
+    }
+
+    /// How long importing the start's image archives into containerd took.
+    pub fn imported_in(&self) -> Duration {
+        self.imported_in
+    }
+
+    /// A cgroup file (`cpu.cfs_quota_us` under `cpu`, say) of a running pod's first container,
+    /// as the kubelet made it on this machine: the cgroupfs driver on cgroup v1 puts a
+    /// Guaranteed pod right under `kubepods`.
+    pub fn container_cgroup(
+        &self,
+        pod: &Pod,
+        controller: &str,
+        file: &str,
+    ) -> Result<String, ClusterError> {
+        let uid = pod.metadata.uid.as_deref();
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        let id = statuses.and_then(|s| s.first()).and_then(|s| s.container_id.as_deref());
+        let (Some(uid), Some(id)) = (uid, id) else {
+            return Err(ClusterError::Setup("the pod has no uid or no running container".into()));
+        };
+        let id = id.trim_start_matches("containerd://");
+        let path = format!("/sys/fs/cgroup/{controller}/kubepods/pod{uid}/{id}/{file}");
+        let value = std::fs::read_to_string(&path)
+            .map_err(|err| ClusterError::Setup(format!("{path}: {err}")))?;
+        Ok(value.trim().to_string())
+    }
+
+    /// The host's pid of the process numbered `pid` inside a running pod's first container (the
+    /// numbers its own `/readyz` reports): found among the container cgroup's processes by the
+    /// last field of their `NSpid`.
+    pub fn host_pid(&self, pod: &Pod, pid: u32) -> Result<u32, ClusterError> {
+        let procs = self.container_cgroup(pod, "memory", "cgroup.procs")?;
+        let inside = pid.to_string();
+        procs
+            .lines()
+            .filter_map(|host| host.trim().parse::<u32>().ok())
+            .find(|host| {
+                let status = std::fs::read_to_string(format!("/proc/{host}/status"));
+                status.is_ok_and(|status| {
+                    let nspid = status.lines().find(|l| l.starts_with("NSpid:"));
+                    nspid.and_then(|l| l.split_whitespace().last()) == Some(inside.as_str())
+                })
+            })
+            .ok_or_else(|| {
+                ClusterError::Setup(format!("no process {pid} in the container: {procs}"))
+            })
     }
 
     /// The node's daemons by name, with their pids (for resource figures).

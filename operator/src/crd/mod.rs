@@ -10,6 +10,9 @@ use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod bounds;
+mod defaults;
+
 /// A pool of render pods (PDF page images, text, watermarks) with its Gotenberg pool for Office
 /// to PDF, sized from the resources given here.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -37,15 +40,34 @@ use std::collections::BTreeMap;
         description = "PDFium worker processes per render pod"
     ),
     printcolumn(
+        name = "Ready Slots",
+        type_ = "integer",
+        json_path = ".status.readySlots",
+        description = "Slots of the render pods that are ready now"
+    ),
+    printcolumn(
         name = "Total Slots",
         type_ = "integer",
         json_path = ".status.totalSlots",
         description = "Slots of the whole pool when every replica is ready"
     ),
     printcolumn(
+        name = "Office",
+        type_ = "integer",
+        json_path = ".status.gotenbergReadyReplicas",
+        description = "Gotenberg replicas ready: Office conversions the pool can run at once"
+    ),
+    printcolumn(
         name = "Status",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Last Error",
+        type_ = "string",
+        json_path = ".status.lastError.reason",
+        priority = 1,
+        description = "Why the last pass failed, while it keeps failing"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("size(self.metadata.name) <= 50").message(
@@ -53,11 +75,14 @@ use std::collections::BTreeMap;
          Service names are limited to 63"
     )
 )]
+#[x_kube(validation = bounds::slot_fits_pod())]
+#[x_kube(validation = bounds::gotenberg_timeout_within_deadline())]
 #[serde(rename_all = "camelCase")]
 pub struct RenderPoolSpec {
-    /// Number of render pods. Also set through the /scale subresource (kubectl scale, HPA, KEDA).
+    /// Number of render pods. Also set through the /scale subresource (kubectl scale, HPA, KEDA);
+    /// a change scales the pods without replacing them.
     #[serde(default = "defaults::replicas")]
-    #[schemars(range(min = 0, max = 1000))]
+    #[schemars(range(min = bounds::REPLICAS.min, max = bounds::REPLICAS.max))]
     pub replicas: i32,
 
     /// Container image of the render pod.
@@ -69,75 +94,85 @@ pub struct RenderPoolSpec {
     #[serde(default)]
     pub image_pull_policy: PullPolicy,
 
-    /// CPU of one render pod, requests = limits (e.g. "2", "1500m"). Whole cores become slots.
+    /// CPU of one render pod, requests = limits (e.g. "2", "1500m"), at most 256 cores. Whole
+    /// cores become slots.
     #[serde(default = "defaults::cpu")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("cpu must be a positive quantity such as \"2\" or \"1500m\""))]
+    #[x_kube(validation = bounds::cpu("cpu", bounds::RENDER_CPU_CORES, "2"))]
     pub cpu: String,
 
-    /// Memory of one render pod, requests = limits (e.g. "4Gi"). Must hold 128Mi for the
-    /// supervisor plus memoryPerSlot for at least one slot.
+    /// Memory of one render pod, requests = limits (e.g. "4Gi"), at most 1Ti. Must hold the
+    /// supervisor's share (32Mi + a 64Mi Office cache + maxBodySize, at least 128Mi; 196Mi by
+    /// default) plus memoryPerSlot for at least one slot.
     #[serde(default = "defaults::memory")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("memory must be a positive quantity such as \"4Gi\""))]
+    #[x_kube(validation = bounds::memory("memory", bounds::MEMORY_MIB, "4Gi"))]
     pub memory: String,
 
     /// Memory budget of one slot (one PDFium worker process); a worker past it is recycled.
+    /// Smaller than memory.
     #[serde(default = "defaults::memory_per_slot")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("memoryPerSlot must be a positive quantity such as \"512Mi\""))]
+    #[x_kube(validation = bounds::memory("memoryPerSlot", bounds::MEMORY_MIB, "512Mi"))]
     pub memory_per_slot: String,
 
     /// Slots per pod. Omit to derive them from cpu and memory (the usual case); a number here
     /// overrides the derived count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 256))]
+    #[schemars(range(min = bounds::SLOTS.min, max = bounds::SLOTS.max))]
     pub slots: Option<i32>,
 
     /// Jobs a render pod queues before it answers 503 with Retry-After.
     #[serde(default = "defaults::queue_depth")]
-    #[schemars(range(min = 1, max = 100000))]
+    #[schemars(range(min = bounds::QUEUE_DEPTH.min, max = bounds::QUEUE_DEPTH.max))]
     pub queue_depth: i32,
 
-    /// Deadline of one job from its arrival, in milliseconds; the pod's termination grace period
-    /// is derived from it so in-flight jobs finish on scale-in.
+    /// Deadline of one job from its arrival, in milliseconds (an Office conversion included);
+    /// the pod's termination grace period is derived from it so in-flight jobs finish on
+    /// scale-in.
     #[serde(default = "defaults::job_deadline_ms")]
-    #[schemars(range(min = 100, max = 600000))]
+    #[schemars(range(min = bounds::JOB_DEADLINE_MS.min, max = bounds::JOB_DEADLINE_MS.max))]
     pub job_deadline_ms: i64,
 
-    /// Seconds the pod keeps serving after it is marked for deletion (preStop sleep), so load
-    /// balancers stop sending work before shutdown starts.
+    /// Seconds a render or Gotenberg pod keeps serving after it is marked for deletion (preStop
+    /// sleep), so load balancers stop sending work before shutdown starts. 0 leaves the hook out.
     #[serde(default = "defaults::pre_stop_seconds")]
-    #[schemars(range(min = 0, max = 120))]
+    #[schemars(range(min = bounds::PRE_STOP_SECONDS.min, max = bounds::PRE_STOP_SECONDS.max))]
     pub pre_stop_seconds: i64,
 
     /// Milliseconds the render pod waits after SIGTERM with readiness false before it stops
     /// taking new work.
     #[serde(default = "defaults::drain_delay_ms")]
-    #[schemars(range(min = 0, max = 120000))]
+    #[schemars(range(min = bounds::DRAIN_DELAY_MS.min, max = bounds::DRAIN_DELAY_MS.max))]
     pub drain_delay_ms: i64,
 
-    /// Node labels the render pods must match.
+    /// Largest upload a render pod accepts (e.g. "100Mi"), at most 1Gi; Gotenberg's body limit
+    /// and scratch space follow from it.
+    #[serde(default = "defaults::max_body_size")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = bounds::memory("maxBodySize", bounds::BODY_MIB, "100Mi"))]
+    pub max_body_size: String,
+
+    /// Node labels the render and Gotenberg pods must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
 
-    /// Tolerations of the render pods.
+    /// Tolerations of the render and Gotenberg pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
 
-    /// Affinity of the render pods.
+    /// Affinity of the render and Gotenberg pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
 
-    /// Topology spread of the render pods. Omit to spread across nodes
-    /// (kubernetes.io/hostname, maxSkew 1, ScheduleAnyway).
+    /// Topology spread of the render and Gotenberg pods. Omit to spread each kind across nodes
+    /// (kubernetes.io/hostname, maxSkew 1, ScheduleAnyway). Given constraints apply to both
+    /// kinds as written: add matchLabelKeys [app.kubernetes.io/component] so each kind spreads
+    /// on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
 
-    /// PriorityClass of the render pods.
+    /// PriorityClass of the render and Gotenberg pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
@@ -171,67 +206,94 @@ impl PullPolicy {
     }
 }
 
+/// Which Gotenberg command the image runs; the flags differ between the two.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum GotenbergFlavor {
+    /// The LibreOffice-only build (ghcr.io/renderpool/gotenberg-libreoffice): no Chromium at
+    /// all, so no HTML or URL conversion routes.
+    #[default]
+    #[serde(rename = "libreoffice")]
+    LibreOffice,
+    /// The official image (gotenberg/gotenberg): the operator turns its Chromium routes off,
+    /// since HTML and URL conversion would let a document reach other services.
+    #[serde(rename = "full")]
+    Full,
+}
+
 /// Gotenberg: one LibreOffice conversion at a time per replica, so replicas = Office concurrency.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.replicas) && has(self.officeConcurrency))")
     .message("set gotenberg.replicas or gotenberg.officeConcurrency, not both"))]
 pub struct GotenbergSpec {
-    /// Run a Gotenberg pool for Office to PDF. When false, render pods refuse Office input.
+    /// Run a Gotenberg pool for Office to PDF: a Deployment, Service, PodDisruptionBudget and
+    /// NetworkPolicy named <pool>-gotenberg, and the ConfigMap <pool>-office holding each render
+    /// pod's share of conversions. When false none of these exist and render pods refuse Office
+    /// input.
     #[serde(default = "defaults::enabled")]
     pub enabled: bool,
 
-    /// Gotenberg container image.
+    /// Which Gotenberg the image runs: libreoffice (the LibreOffice-only build, the default) or
+    /// full (the official image, whose Chromium routes are turned off). Must match the image.
+    #[serde(default)]
+    pub flavor: GotenbergFlavor,
+
+    /// Gotenberg container image; the default is the LibreOffice-only build. For the official
+    /// gotenberg/gotenberg image set flavor to full.
     #[serde(default = "defaults::gotenberg_image")]
     #[schemars(length(min = 1, max = 512))]
     pub image: String,
 
     /// Gotenberg replicas. Give this or officeConcurrency; both omitted means 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(range(min = bounds::GOTENBERG_REPLICAS.min, max = bounds::GOTENBERG_REPLICAS.max))]
     pub replicas: Option<i32>,
 
     /// Office conversions the whole pool may run at once; becomes the replica count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(range(min = bounds::GOTENBERG_REPLICAS.min, max = bounds::GOTENBERG_REPLICAS.max))]
     pub office_concurrency: Option<i32>,
 
-    /// CPU of one Gotenberg pod, requests = limits; Chromium concurrency follows its whole cores.
+    /// CPU of one Gotenberg pod, requests = limits, at most 64 cores.
     #[serde(default = "defaults::gotenberg_cpu")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("gotenberg.cpu must be a positive quantity such as \"1\""))]
+    #[x_kube(validation = bounds::cpu("gotenberg.cpu", bounds::GOTENBERG_CPU_CORES, "1"))]
     pub cpu: String,
 
-    /// Memory of one Gotenberg pod, requests = limits. LibreOffice idles near 800Mi and a large
-    /// presentation can take over 2Gi.
+    /// Memory of one Gotenberg pod, requests = limits, at most 1Ti. LibreOffice idles near 800Mi
+    /// and a large presentation can take over 2Gi.
     #[serde(default = "defaults::gotenberg_memory")]
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("gotenberg.memory must be a positive quantity such as \"2Gi\""))]
+    #[x_kube(validation = bounds::memory("gotenberg.memory", bounds::MEMORY_MIB, "2Gi"))]
     pub memory: String,
 
-    /// Conversions after which LibreOffice is restarted (--libreoffice-restart-after).
+    /// Conversions after which LibreOffice is restarted (--libreoffice-restart-after; 0 never).
     #[serde(default = "defaults::restart_after")]
-    #[schemars(range(min = 0, max = 100000))]
+    #[schemars(range(min = bounds::RESTART_AFTER.min, max = bounds::RESTART_AFTER.max))]
     pub restart_after: i32,
 
     /// LibreOffice queue per replica, counting the running request (--libreoffice-max-queue-size);
     /// past it Gotenberg answers 429 at once.
     #[serde(default = "defaults::queue_size")]
-    #[schemars(range(min = 1, max = 1000))]
+    #[schemars(range(min = bounds::QUEUE_SIZE.min, max = bounds::QUEUE_SIZE.max))]
     pub queue_size: i32,
 
-    /// Seconds one request may take, queueing included (--api-timeout).
-    #[serde(default = "defaults::timeout_seconds")]
-    #[schemars(range(min = 1, max = 3600))]
-    pub timeout_seconds: i32,
+    /// Seconds Gotenberg gives one request, queueing included (--api-timeout); also how long a
+    /// stopping Gotenberg pod waits for its conversion. Omit to use the job deadline
+    /// (jobDeadlineMs rounded up to whole seconds); a value may not exceed it, since a render pod
+    /// stops waiting for a conversion at its job deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = bounds::TIMEOUT_SECONDS.min, max = bounds::TIMEOUT_SECONDS.max))]
+    pub timeout_seconds: Option<i32>,
 }
 
 impl Default for GotenbergSpec {
     fn default() -> Self {
         Self {
             enabled: defaults::enabled(),
+            flavor: GotenbergFlavor::default(),
             image: defaults::gotenberg_image(),
             replicas: None,
             office_concurrency: None,
@@ -239,7 +301,7 @@ impl Default for GotenbergSpec {
             memory: defaults::gotenberg_memory(),
             restart_after: defaults::restart_after(),
             queue_size: defaults::queue_size(),
-            timeout_seconds: defaults::timeout_seconds(),
+            timeout_seconds: None,
         }
     }
 }
@@ -266,10 +328,14 @@ pub struct RenderPoolStatus {
     /// spec.replicas x slotsPerPod: the pool's slots when every replica is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_slots: Option<i32>,
+    /// readyReplicas x slotsPerPod: the slots serving now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_slots: Option<i32>,
     /// Which limit decided the slot count, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_reason: Option<String>,
-    /// Office conversions each render pod may have in flight.
+    /// Office conversions each render pod may have in flight: its share of the Gotenberg
+    /// replicas, kept in the ConfigMap <pool>-office.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub office_concurrency_per_pod: Option<i32>,
     /// Gotenberg replicas wanted (0 when disabled).
@@ -278,62 +344,22 @@ pub struct RenderPoolStatus {
     /// Gotenberg replicas that are ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gotenberg_ready_replicas: Option<i32>,
+    /// Why the last pass over this pool failed; absent once a pass succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<LastError>,
     /// Ready, Progressing and Degraded, with reasons and messages.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 }
 
-/// Default values, shared by serde (missing fields) and the schema (`kubectl explain`).
-mod defaults {
-    pub fn replicas() -> i32 {
-        2
-    }
-    pub fn image() -> String {
-        "ghcr.io/renderpool/render-pod:0.1.0".into()
-    }
-    pub fn cpu() -> String {
-        "2".into()
-    }
-    pub fn memory() -> String {
-        "2Gi".into()
-    }
-    pub fn memory_per_slot() -> String {
-        "512Mi".into()
-    }
-    pub fn queue_depth() -> i32 {
-        64
-    }
-    pub fn job_deadline_ms() -> i64 {
-        30_000
-    }
-    pub fn pre_stop_seconds() -> i64 {
-        5
-    }
-    pub fn drain_delay_ms() -> i64 {
-        1_000
-    }
-    pub fn enabled() -> bool {
-        true
-    }
-    pub fn gotenberg_image() -> String {
-        "gotenberg/gotenberg:8.36.0".into()
-    }
-    pub fn gotenberg_cpu() -> String {
-        "1".into()
-    }
-    pub fn gotenberg_memory() -> String {
-        "2Gi".into()
-    }
-    pub fn restart_after() -> i32 {
-        10
-    }
-    pub fn queue_size() -> i32 {
-        2
-    }
-    pub fn timeout_seconds() -> i32 {
-        30
-    }
+/// A failure a person can act on: a refused spec, or a write the API server refused.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct LastError {
+    /// Short PascalCase reason, e.g. MemoryTooSmallForOneSlot or Forbidden.
+    pub reason: String,
+    /// What went wrong, in at most a few hundred characters.
+    pub message: String,
 }
 
 /// The CRD as installed: generated from the types, with doc-comment line breaks joined so

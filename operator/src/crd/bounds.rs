@@ -1,0 +1,126 @@
+//! The bounds of a RenderPool spec, in one place: the CRD's schema and CEL rules make the API
+//! server refuse what lies outside them, and validation checks them again, so a RenderPool
+//! stored under an older CRD is refused the same way instead of reaching the arithmetic.
+
+use kube::core::{Message, Rule};
+
+/// An inclusive range of a whole-number spec field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    /// Smallest value allowed.
+    pub min: i64,
+    /// Largest value allowed.
+    pub max: i64,
+}
+
+impl Bound {
+    /// True when `value` lies within the bound.
+    pub fn contains(self, value: i64) -> bool {
+        (self.min..=self.max).contains(&value)
+    }
+}
+
+/// Render pods of one pool.
+pub const REPLICAS: Bound = Bound { min: 0, max: 1000 };
+/// An explicit slot count per render pod.
+pub const SLOTS: Bound = Bound { min: 1, max: 256 };
+/// Jobs a render pod queues.
+pub const QUEUE_DEPTH: Bound = Bound { min: 1, max: 100_000 };
+/// A job's deadline in milliseconds: 100 ms to 10 minutes.
+pub const JOB_DEADLINE_MS: Bound = Bound { min: 100, max: 600_000 };
+/// The preStop sleep in seconds.
+pub const PRE_STOP_SECONDS: Bound = Bound { min: 0, max: 120 };
+/// The drain delay after SIGTERM in milliseconds.
+pub const DRAIN_DELAY_MS: Bound = Bound { min: 0, max: 120_000 };
+/// Gotenberg replicas (and Office concurrency).
+pub const GOTENBERG_REPLICAS: Bound = Bound { min: 1, max: 500 };
+/// Conversions before LibreOffice restarts (0 = never).
+pub const RESTART_AFTER: Bound = Bound { min: 0, max: 100_000 };
+/// Gotenberg's LibreOffice queue per replica.
+pub const QUEUE_SIZE: Bound = Bound { min: 1, max: 1000 };
+/// Gotenberg's request timeout in seconds (at most the longest job deadline).
+pub const TIMEOUT_SECONDS: Bound = Bound { min: 1, max: JOB_DEADLINE_MS.max / 1000 };
+
+/// Most CPU of one render pod, in cores: whole cores become slots, and 256 is also the most an
+/// explicit slot count may ask for.
+pub const RENDER_CPU_CORES: u64 = 256;
+/// Most CPU of one Gotenberg pod, in cores (LibreOffice runs one conversion at a time).
+pub const GOTENBERG_CPU_CORES: u64 = 64;
+/// Most memory of one pod (render or Gotenberg), and of one slot, in MiB (1Ti).
+pub const MEMORY_MIB: u64 = 1 << 20;
+/// Largest upload limit, in MiB (1Gi): uploads are held in memory.
+pub const BODY_MIB: u64 = 1024;
+
+/// The CEL rule of a quantity field: a valid quantity above zero and at most `max`.
+pub fn quantity(field: &str, max: &str, example: &str) -> Rule {
+    Rule::new(format!(
+        "isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && \
+         quantity(self).compareTo(quantity('{max}')) <= 0"
+    ))
+    .message(Message::Message(format!(
+        "{field} must be a positive quantity of at most {max}, such as \"{example}\""
+    )))
+}
+
+/// `quantity` for a CPU field bounded in cores.
+pub fn cpu(field: &str, max_cores: u64, example: &str) -> Rule {
+    quantity(field, &max_cores.to_string(), example)
+}
+
+/// `quantity` for a memory field bounded in MiB (written in the largest exact unit: 1Ti, 1Gi).
+pub fn memory(field: &str, max_mib: u64, example: &str) -> Rule {
+    let max = match max_mib {
+        m if m.is_multiple_of(1 << 20) => format!("{}Ti", m >> 20),
+        m if m.is_multiple_of(1 << 10) => format!("{}Gi", m >> 10),
+        m => format!("{m}Mi"),
+    };
+    quantity(field, &max, example)
+}
+
+/// A slot's memory must fit in the pod's (which also holds the supervisor's share).
+pub fn slot_fits_pod() -> Rule {
+    Rule::new(
+        "!isQuantity(self.memory) || !isQuantity(self.memoryPerSlot) || \
+         quantity(self.memoryPerSlot).isLessThan(quantity(self.memory))",
+    )
+    .message("memoryPerSlot must be smaller than memory, which also holds the supervisor's share")
+    .field_path(".memoryPerSlot")
+}
+
+/// Gotenberg may not work on a conversion longer than the render pod waits for it.
+pub fn gotenberg_timeout_within_deadline() -> Rule {
+    Rule::new(
+        "!has(self.gotenberg) || !has(self.gotenberg.timeoutSeconds) || \
+         self.gotenberg.timeoutSeconds * 1000 <= self.jobDeadlineMs",
+    )
+    .message(
+        "gotenberg.timeoutSeconds may not exceed jobDeadlineMs: a render pod stops waiting for a \
+         conversion at its job deadline",
+    )
+    .field_path(".gotenberg.timeoutSeconds")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_inclusive() {
+        assert!(QUEUE_DEPTH.contains(1) && QUEUE_DEPTH.contains(100_000));
+        assert!(!QUEUE_DEPTH.contains(0) && !QUEUE_DEPTH.contains(100_001));
+        assert_eq!(TIMEOUT_SECONDS.max, 600);
+    }
+
+    #[test]
+    fn quantity_rules_name_the_field_and_the_ceiling() {
+        let rule = memory("memoryPerSlot", MEMORY_MIB, "512Mi");
+        assert!(rule.rule.contains("quantity('1Ti')"), "{}", rule.rule);
+        let text = serde_json::to_string(&rule).unwrap_or_default();
+        assert!(
+            text.contains("memoryPerSlot must be a positive quantity of at most 1Ti"),
+            "{text}"
+        );
+        assert!(memory("maxBodySize", BODY_MIB, "100Mi").rule.contains("quantity('1Gi')"));
+        assert!(memory("x", 1536, "1Mi").rule.contains("quantity('1536Mi')"));
+    }
+}

@@ -1,0 +1,162 @@
+//! `POST /v1/thumbnails`: several pages, each a task in the shared queue (never a private pool),
+//! as one JSON document, or streamed as NDJSON (`Accept: application/x-ndjson`), one page a
+//! line as each finishes, so a long filmstrip never sits whole in the supervisor's memory.
+//!
+//! The document is measured first (page count and the selection's pixels, from the page tree,
+//! without loading a page); the JSON form, held whole until sent, is refused up front past
+//! `--thumbnail-max-pixels`. Both forms hold at most one page per slot in flight. The JSON
+//! form is done within the request's deadline; each streamed page within a job deadline of its
+//! own (and the client's `Request-Timeout`), so a long strip is not cut off for its length.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use base64::display::Base64Display;
+use futures::StreamExt;
+use serde::{Serialize, Serializer};
+
+use crate::engine::JobError;
+use crate::ops::{ImageOutput, Op, OpOutput, PageSelection};
+
+use super::AppState;
+use super::documents::{admit_pdf, before_body, json_bytes, unexpected, with_etag};
+use super::error::ApiError;
+use super::input::{self, NDJSON};
+use super::params;
+
+/// One filmstrip image, serialised straight from the encoded bytes (the base64 text is written
+/// into the answer as it is produced, never held as a string of its own).
+#[derive(Serialize)]
+struct Thumbnail<'a> {
+    page: u32,
+    width: u32,
+    height: u32,
+    format: String,
+    /// The encoded image, base64.
+    data: Base64<'a>,
+}
+
+struct Base64<'a>(&'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer
+            .collect_str(&Base64Display::new(self.0, &base64::engine::general_purpose::STANDARD))
+    }
+}
+
+/// Appends page `page`'s JSON object to `out`.
+fn write_thumbnail(out: &mut Vec<u8>, page: u32, image: &ImageOutput) -> Result<(), ApiError> {
+    let thumbnail = Thumbnail {
+        page,
+        width: image.width,
+        height: image.height,
+        format: image.format.to_string(),
+        data: Base64(&image.bytes),
+    };
+    serde_json::to_writer(out, &thumbnail).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// One NDJSON line: the page, or the error that ends the stream.
+fn ndjson_line(page: u32, rendered: Result<OpOutput, JobError>) -> (Vec<u8>, bool) {
+    let mut line = Vec::new();
+    let written = match rendered {
+        Ok(OpOutput::Image(image)) => write_thumbnail(&mut line, page, &image),
+        Ok(other) => Err(unexpected(&other)),
+        Err(error) => Err(ApiError::from(error)),
+    };
+    let ok = written.is_ok();
+    if let Err(error) = written {
+        line.clear();
+        let body = serde_json::json!({"error": {"code": error.code, "message": error.message, "page": page}});
+        line = body.to_string().into_bytes();
+    }
+    line.push(b'\n');
+    (line, ok)
+}
+
+/// `POST /v1/thumbnails?pages=&width=|dpi=&format=`.
+pub async fn thumbnails(
+    State(app): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let streaming = input::wants_ndjson(request.headers());
+    let caps = app.thumbnails;
+    let (request, (selection, size, format)) = before_body(request, |q| {
+        Ok((params::pages(q, app.max_pages)?, params::thumbnail_size(q, caps)?, params::format(q)?))
+    })?;
+    let mut doc = admit_pdf(&app, request).await?;
+    // The streaming form may end in an error line after a 200, so it carries no ETag.
+    let etag =
+        if streaming { None } else { doc.etag(&app, "thumbnails", &(&selection, size, format)) };
+    if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
+        return Ok(unchanged);
+    }
+    let measured = match doc.run(&app, Op::Measure { pages: selection.clone(), size }).await? {
+        OpOutput::Measure(measured) => measured,
+        other => return Err(unexpected(&other)),
+    };
+    if !streaming {
+        params::check_output_pixels(measured.pixels, caps.max_pixels)?;
+    }
+    let pages = selection
+        .unwrap_or_else(|| PageSelection::all(measured.page_count))
+        .resolve(measured.page_count)?;
+    let (engine, timing, window) = (app.engine.clone(), doc.timing, app.engine.slots());
+    // The stream owns the admitted document (its bytes and their reservation) until it ends.
+    let doc = Arc::new(doc);
+    let renders = futures::stream::iter(pages).map(move |page| {
+        let (engine, task) = (engine.clone(), doc.task(Op::Render { page, size, format }));
+        async move {
+            // A streamed page is sent as it finishes, so each has the job deadline to itself
+            // (from its turn); the JSON answer is one, within the request's deadline.
+            let timing = if streaming { engine.next_job(&timing) } else { timing };
+            (page, engine.run_admitted(task, timing).await)
+        }
+    });
+    let page_count = HeaderValue::from(measured.page_count);
+    if streaming {
+        let metrics = app.metrics.clone();
+        let lines = renders.buffer_unordered(window);
+        let body = futures::stream::unfold(Some(Box::pin(lines)), move |lines| {
+            let metrics = metrics.clone();
+            async move {
+                let mut lines = lines?;
+                let (page, rendered) = lines.next().await?;
+                let (line, ok) = ndjson_line(page, rendered);
+                metrics.bytes_out.inc_by(line.len() as u64);
+                // After an error line the stream ends, and the pages still in flight are
+                // dropped (their jobs cancelled).
+                Some((Ok::<_, std::convert::Infallible>(Bytes::from(line)), ok.then_some(lines)))
+            }
+        });
+        let response = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON))],
+            [(header::HeaderName::from_static("x-page-count"), page_count)],
+            Body::from_stream(body),
+        )
+            .into_response();
+        return Ok(response);
+    }
+    let mut out = b"{\"pages\":[".to_vec();
+    let mut renders = std::pin::pin!(renders.buffered(window));
+    let mut first = true;
+    while let Some((page, rendered)) = renders.next().await {
+        let image = match rendered? {
+            OpOutput::Image(image) => image,
+            other => return Err(unexpected(&other)),
+        };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_thumbnail(&mut out, page, &image)?;
+    }
+    out.extend_from_slice(b"]}");
+    let mut response = json_bytes(&app, out);
+    response.headers_mut().insert(header::HeaderName::from_static("x-page-count"), page_count);
+    Ok(with_etag(response, etag.as_deref()))
+}

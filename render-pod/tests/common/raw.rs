@@ -1,0 +1,198 @@
+//! HTTP/1.1 spoken by hand over a TCP connection, for what a client library hides: whether the
+//! answer came before the upload was sent (`Expect: 100-continue`), bodies that trickle or
+//! stall, request heads that never finish, connections the server closes.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Header lines, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body (as far as the server sent it).
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON error body's code.
+    pub fn code(&self) -> String {
+        let v: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
+        v["error"]["code"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+/// How an upload that asked `Expect: 100-continue` went.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// Whether the server said `100 Continue` (and so the body was sent).
+    pub invited: bool,
+    /// The final answer.
+    pub answer: Answer,
+    /// From the first byte written to the final answer's head.
+    pub took: Duration,
+}
+
+/// `host:port` of a server base URL.
+pub fn addr(base: &str) -> String {
+    base.trim_start_matches("http://").to_string()
+}
+
+/// Reads one response head (through the blank line), keeping what came after it in `buffer`.
+/// `None` when the connection closed first.
+pub async fn read_head(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Answer> {
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+            buffer.drain(..end + 4);
+            let mut lines = head.split("\r\n");
+            let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            return Some(Answer { status, headers, body: Vec::new() });
+        }
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Reads the body of `answer` (by its Content-Length, else to the end of the connection).
+pub async fn read_body(stream: &mut TcpStream, buffer: &mut Vec<u8>, answer: &mut Answer) {
+    let length: Option<usize> = answer.header("content-length").and_then(|v| v.parse().ok());
+    loop {
+        if length.is_some_and(|len| buffer.len() >= len) {
+            break;
+        }
+        let mut chunk = [0u8; 65536];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    answer.body = std::mem::take(buffer);
+}
+
+/// POSTs `body` to `path` asking `Expect: 100-continue`: the body is sent only if the server
+/// invites it. `extra` header lines (each ending in `\r\n`) go into the head.
+pub async fn upload_expecting_continue(addr: &str, path: &str, body: &[u8], extra: &str) -> Upload {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/pdf\r\nContent-Length: {}\r\nExpect: 100-continue\r\n{extra}\r\n",
+        body.len()
+    );
+    let start = Instant::now();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut buffer = Vec::new();
+    let first = read_head(&mut stream, &mut buffer).await.expect("no answer to the head");
+    if first.status != 100 {
+        let took = start.elapsed();
+        let mut answer = first;
+        read_body(&mut stream, &mut buffer, &mut answer).await;
+        return Upload { invited: false, answer, took };
+    }
+    stream.write_all(body).await.unwrap();
+    let mut answer = read_head(&mut stream, &mut buffer).await.expect("no answer after the body");
+    let took = start.elapsed();
+    read_body(&mut stream, &mut buffer, &mut answer).await;
+    Upload { invited: true, answer, took }
+}
+
+/// Whether the server closes `stream` within `within` (reads nothing but the end).
+pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut chunk = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// The server process's peak resident memory (`VmHWM`) in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// `GET path` (`/healthz`, `/readyz`) on a fresh connection, as a kubelet probes: the time from
+/// connecting to the whole answer, which must be a 200.
+pub fn probe(addr: &str, path: &str) -> Duration {
+    use std::io::{Read, Write};
+    let start = Instant::now();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{path} answered {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    elapsed
+}
+
+/// The `p` quantile (0..=1) of `sorted`, nearest rank.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// `d` in milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// [`probe`] from an OS thread of its own (as a kubelet probes from outside the pod), with a
+/// pause of `every` between probes, until stopped.
+pub struct Prober {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Duration>>,
+}
+
+impl Prober {
+    /// Starts probing `path` on `addr`.
+    pub fn start(addr: &str, path: &'static str, every: Duration) -> Self {
+        let (addr, stop) = (addr.to_string(), Arc::new(AtomicBool::new(false)));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut latencies = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                latencies.push(probe(&addr, path));
+                std::thread::sleep(every);
+            }
+            latencies
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops probing; the latencies, sorted.
+    pub fn stop(self) -> Vec<Duration> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut latencies = self.thread.join().unwrap();
+        latencies.sort();
+        latencies
+    }
+}

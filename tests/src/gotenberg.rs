@@ -1,0 +1,202 @@
+//! A real Gotenberg for tests and benchmarks: its LibreOffice-only command over Debian's
+//! LibreOffice, started with exactly the arguments the operator puts in its Deployment (so the
+//! operator's flags are proven by the binary, not by string comparison), bound to 127.0.0.1 and a
+//! free port through the environment (Gotenberg lets `API_BIND_IP`/`API_PORT` override flags),
+//! and stopped with its LibreOffice afterwards, also when a test panics.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::cluster::bin_dir;
+use crate::{free_port, process, repo_root, rss_bytes, wait_for};
+
+/// Prometheus gauge of requests inside Gotenberg (running plus queued for LibreOffice).
+pub const QUEUE_GAUGE: &str = "gotenberg_libreoffice_requests_queue_size";
+
+/// A running Gotenberg.
+pub struct Gotenberg {
+    pid: u32,
+    port: u16,
+    state: PathBuf,
+    log: PathBuf,
+    stopped: bool,
+}
+
+/// One line of Gotenberg's JSON access log.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// HTTP status (499: the client went away).
+    pub status: u16,
+    /// Request body bytes.
+    pub bytes_in: u64,
+    /// When the request arrived.
+    pub started: f64,
+    /// When it was answered (seconds since the epoch).
+    pub ended: f64,
+}
+
+impl Gotenberg {
+    /// Starts `gotenberg-libreoffice` with `args` as the operator builds them: the first is the
+    /// image's command (`gotenberg`) and is replaced by the local binary, the rest are passed as
+    /// they are. Waits until `/health` says LibreOffice is up.
+    pub async fn start(args: &[String]) -> Gotenberg {
+        let flags = match args.first() {
+            Some(command) if !command.starts_with('-') => &args[1..],
+            _ => args,
+        };
+        let bin = bin_dir().unwrap_or_else(|err| panic!("Gotenberg binaries: {err}"));
+        let port = free_port();
+        let state = std::env::temp_dir()
+            .join(format!("renderpool-gotenberg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&state).unwrap_or_else(|err| panic!("{}: {err}", state.display()));
+        process::remove_on_exit(state.clone());
+        let log = state.join("gotenberg.log");
+        let file =
+            std::fs::File::create(&log).unwrap_or_else(|err| panic!("{}: {err}", log.display()));
+        let mut command = Command::new(bin.join("gotenberg-libreoffice"));
+        command
+            .args(flags)
+            .envs(environment(&state, &bin))
+            .env("API_BIND_IP", "127.0.0.1")
+            .env("API_PORT", port.to_string())
+            // The queue gauge is sampled by Gotenberg itself; 100 ms lets tests follow it.
+            .env("PROMETHEUS_COLLECT_INTERVAL", "100ms")
+            .env("LOG_STD_FORMAT", "json")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap_or_else(|err| panic!("gotenberg log: {err}")))
+            .stderr(file);
+        let pid = process::spawn(command).unwrap_or_else(|err| panic!("start gotenberg: {err}"));
+        let gotenberg = Gotenberg { pid, port, state, log, stopped: false };
+        let health = format!("{}/health", gotenberg.url());
+        let up = wait_for(Duration::from_secs(60), || async {
+            let response = reqwest::get(&health).await.ok()?;
+            response.status().is_success().then_some(())
+        })
+        .await;
+        assert!(up.is_some(), "Gotenberg never became healthy:\n{}", gotenberg.log_text());
+        gotenberg
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Everything Gotenberg logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The conversion requests Gotenberg answered so far, from its access log.
+    pub fn conversions(&self) -> Vec<Access> {
+        self.log_text()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|v| v["log_type"] == "access" && v["path"] == "/forms/libreoffice/convert")
+            .map(|v| {
+                let ended = v["ts"].as_f64().unwrap_or(0.0);
+                let latency = v["latency"].as_f64().unwrap_or(0.0) / 1e9;
+                Access {
+                    status: u16::try_from(v["status"].as_u64().unwrap_or(0)).unwrap_or(0),
+                    bytes_in: v["bytes_in"].as_u64().unwrap_or(0),
+                    started: ended - latency,
+                    ended,
+                }
+            })
+            .collect()
+    }
+
+    /// Gotenberg, its LibreOffice and the unoconverter of a conversion in progress: every process
+    /// that is Gotenberg, its child, or names its state folder (LibreOffice runs in a process
+    /// group of its own). Pairs of pid and command line.
+    pub fn processes(&self) -> Vec<(u32, String)> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let state = self.state.to_string_lossy().to_string();
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                let ours =
+                    pid == self.pid || parent(pid) == Some(self.pid) || cmdline.contains(&state);
+                ours.then_some((pid, cmdline))
+            })
+            .collect()
+    }
+
+    /// Conversions LibreOffice is running now: unoconverter processes under Gotenberg.
+    pub fn converting(&self) -> usize {
+        self.processes().iter().filter(|(_, cmdline)| cmdline.contains("unoconv")).count()
+    }
+
+    /// Resident memory of Gotenberg and everything it runs, in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        self.processes().iter().filter_map(|(pid, _)| rss_bytes(*pid)).sum()
+    }
+
+    /// Kills Gotenberg and its LibreOffice at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        process::signal(self.pid, libc::SIGKILL);
+        self.sweep();
+        self.stopped = true;
+    }
+
+    /// LibreOffice survives a killed Gotenberg (own process group): kill what names our folder.
+    fn sweep(&self) {
+        for (pid, _) in self.processes() {
+            // SAFETY: plain kill(2) on a process that names this instance's state folder.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for Gotenberg {
+    fn drop(&mut self) {
+        if !self.stopped {
+            // SIGTERM lets Gotenberg stop LibreOffice itself; whatever is left is killed.
+            process::signal(self.pid, libc::SIGTERM);
+            process::signal(self.pid, libc::SIGKILL);
+            self.sweep();
+        }
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// The environment `scripts/gotenberg-env.sh` gives a local Gotenberg (the one copy of it).
+fn environment(state: &std::path::Path, bin: &std::path::Path) -> Vec<(String, String)> {
+    let script = repo_root().join("scripts/gotenberg-env.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg(state)
+        .arg(bin)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|err| panic!("{}: {err}", script.display()));
+    assert!(output.status.success(), "{} failed", script.display());
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may contain spaces and parentheses: the fields after the last ')' are fixed.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Requests inside the Gotenberg at `url` now (running and queued for LibreOffice), from its own
+/// Prometheus metrics.
+pub async fn queue_size_at(url: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{url}/prometheus/metrics")).await.ok()?.text().await.ok()?;
+    text.lines()
+        .find(|line| line.split(' ').next() == Some(QUEUE_GAUGE))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+}

@@ -1,0 +1,881 @@
+//! The whole product on the real node, as a cluster runs it: the chart's operator as pods from
+//! its image with the token the kubelet mounts, `helm test`'s hook pod, the RenderPool of
+//! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
+//! through the render Service, Office through Gotenberg's Service; drains under a steady load
+//! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
+//! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
+//! memory bomb in a render pod with a small memory limit.
+//!
+//! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
+//! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
+//! room scales it to one pod for a while). The test process's end tears the node down with
+//! everything on it (the harness's reaper).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ResourceRequirements, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Api;
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use renderpool_operator::crd::RenderPool;
+use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
+use renderpool_tests::load::{Load, Tally};
+use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
+use renderpool_tests::{repo_root, wait_for};
+use serde_json::Value;
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+#[path = "e2e/operator_support.rs"]
+mod operator_support;
+use operator_support::{container_env, is_settled, metric_sum, wait_pool};
+
+/// The example's pool name and render port.
+const POOL: &str = "previews";
+const RENDER_PORT: u16 = 8080;
+
+fn node() -> (&'static Cluster, &'static RealNode) {
+    let cluster = Cluster::shared_with_real_node();
+    (cluster, cluster.real_node())
+}
+
+/// One test at a time on the node's two CPUs.
+async fn turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::const_new(());
+    TURN.lock().await
+}
+
+/// The chart installed with its operator pods on the real node, and the example pool Ready in
+/// its own namespace.
+struct Product {
+    namespace: TestNamespace,
+}
+
+async fn product() -> &'static Product {
+    static PRODUCT: OnceCell<Product> = OnceCell::const_new();
+    let product = PRODUCT
+        .get_or_init(|| async {
+            let (cluster, node) = node();
+            eprintln!(
+                "real node Ready in {:.1}s, its {} image archives imported in {:.1}s",
+                node.started_in().as_secs_f64(),
+                node.images().len(),
+                node.imported_in().as_secs_f64()
+            );
+            let started = Instant::now();
+            ChartInstall::on_real_node().await;
+            eprintln!("helm install --wait: {:.1}s", started.elapsed().as_secs_f64());
+            let namespace = cluster.namespace("product").await;
+            let example = repo_root().join("examples/renderpool-real-node.yaml");
+            let applied = Instant::now();
+            run(cluster.kubectl().args(["apply", "-n", namespace.name(), "-f"]).arg(&example))
+                .unwrap();
+            let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace.name());
+            wait_pool(&pools, POOL, Duration::from_secs(300), |pool| {
+                is_settled(pool) && gotenberg_ready(pool)
+            })
+            .await;
+            eprintln!(
+                "example pool Ready with Gotenberg {:.1}s after kubectl apply",
+                applied.elapsed().as_secs_f64()
+            );
+            Product { namespace }
+        })
+        .await;
+    // Whole again, should a test that failed have left it scaled in or rolling.
+    settled_at(product, 2).await;
+    product
+}
+
+fn gotenberg_ready(pool: &RenderPool) -> bool {
+    pool.status.as_ref().and_then(|s| s.gotenberg_ready_replicas) == Some(1)
+}
+
+impl Product {
+    fn namespace(&self) -> &str {
+        self.namespace.name()
+    }
+
+    async fn pool(&self) -> RenderPool {
+        let pools: Api<RenderPool> =
+            Api::namespaced(Cluster::shared().client().await, self.namespace());
+        pools.get(POOL).await.unwrap()
+    }
+
+    /// The running pods of one of the pool's components, oldest first.
+    async fn pods(&self, component: &str) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, self.namespace());
+        let selector =
+            format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component={component}");
+        let mut listed = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+        listed.retain(|pod| pod.metadata.deletion_timestamp.is_none());
+        listed.sort_by_key(|pod| pod.metadata.creation_timestamp.clone());
+        listed
+    }
+
+    /// `http://<ClusterIP>:<port>` of one of the pool's Services.
+    async fn service_url(&self, component: &str) -> String {
+        let services: Api<Service> =
+            Api::namespaced(Cluster::shared().client().await, self.namespace());
+        let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
+        format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
+    }
+}
+
+fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap()
+}
+
+/// `http://<pod IP>:8080`: the host reaches pods on the node's bridge directly.
+fn pod_url(pod: &Pod) -> String {
+    format!("http://{}:{RENDER_PORT}", pod.status.as_ref().unwrap().pod_ip.as_deref().unwrap())
+}
+
+/// Whether the pod is a Helm hook's (`helm test`), not one of the release's replicas.
+fn is_hook(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("helm.sh/hook"))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Seconds from the kubelet taking the pod (`status.startTime`) to its Ready condition.
+fn start_to_ready_seconds(pod: &Pod) -> i64 {
+    let status = pod.status.as_ref().unwrap();
+    let started = status.start_time.as_ref().unwrap().0;
+    let conditions = status.conditions.as_ref().unwrap();
+    let ready = conditions.iter().find(|c| c.type_ == "Ready" && c.status == "True").unwrap();
+    let ready = ready.last_transition_time.as_ref().unwrap().0;
+    ready.duration_since(started).as_secs()
+}
+
+/// The image the pod's first container was started from, as the kubelet reports it.
+fn running_image(pod: &Pod) -> String {
+    let statuses = pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
+    statuses[0].image.clone()
+}
+
+async fn get_json(url: &str) -> Value {
+    let response = reqwest::get(url).await.unwrap_or_else(|err| panic!("GET {url}: {err}"));
+    response.json().await.unwrap()
+}
+
+/// POSTs `body` to `url`; the status and the body.
+async fn post(url: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(90)).build().unwrap();
+    let response =
+        client.post(url).body(body).send().await.unwrap_or_else(|err| panic!("POST {url}: {err}"));
+    (response.status().as_u16(), response.bytes().await.unwrap().to_vec())
+}
+
+/// `info` jobs a render pod has finished, from its `/metrics`; `None` once it no longer answers.
+async fn info_jobs(pod: &Pod) -> Option<f64> {
+    let url = format!("{}/metrics", pod_url(pod));
+    let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+    let info = text.lines().filter(|line| line.starts_with("renderpod_jobs_total{op=\"info\""));
+    Some(metric_sum(&info.collect::<Vec<_>>().join("\n"), "renderpod_jobs_total"))
+}
+
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+#[tokio::test]
+async fn the_chart_runs_the_operator_as_pods_from_its_image_and_helm_test_passes() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    product().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await, RELEASE_NAMESPACE);
+    let selector = format!("app.kubernetes.io/instance={RELEASE}");
+    let operators = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+    let operators: Vec<Pod> = operators.into_iter().filter(|p| !is_hook(p)).collect();
+    assert_eq!(operators.len(), 2, "the chart's two replicas");
+    let image = node.image("renderpool-operator").expect("the operator image is imported");
+    for pod in &operators {
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some(node.name()), "{}", pod_name(pod));
+        assert_eq!(spec.service_account_name.as_deref(), Some(RELEASE));
+        assert!(is_ready(pod), "{} is not Ready", pod_name(pod));
+        assert_eq!(running_image(pod), image, "{} runs the imported image", pod_name(pod));
+        // Its credentials are the ServiceAccount token volume the kubelet mounts; no kubeconfig
+        // is anywhere in the pod, so the Lease below was taken with that token.
+        let mounts = spec.containers[0].volume_mounts.as_ref().unwrap();
+        assert!(
+            mounts.iter().any(|m| m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount"),
+            "{mounts:?}"
+        );
+        let env = spec.containers[0].env.as_ref().unwrap();
+        assert!(!env.iter().any(|e| e.name == "KUBECONFIG"), "{env:?}");
+        eprintln!(
+            "operator pod {} start to Ready: {}s",
+            pod_name(pod),
+            start_to_ready_seconds(pod)
+        );
+    }
+    // One of them leads, by its pod name, through the API server it reached with that token.
+    let holder = run(cluster
+        .kubectl()
+        .args(["get", "lease", "renderpool-operator", "-n", RELEASE_NAMESPACE])
+        .args(["-o", "jsonpath={.spec.holderIdentity}"]))
+    .unwrap();
+    assert!(operators.iter().any(|p| pod_name(p) == holder), "lease held by {holder:?}");
+
+    // `helm test` runs the hook pod from the operator image against the metrics Service...
+    let helm_test = || {
+        run(cluster.helm().args(["test", RELEASE, "-n", RELEASE_NAMESPACE, "--timeout", "120s"]))
+    };
+    let passed = helm_test().unwrap();
+    assert!(passed.contains("Phase:          Succeeded"), "{passed}");
+    // ... and fails when no operator answers: the hook checks something.
+    let scale = |replicas: &str| {
+        run(cluster
+            .kubectl()
+            .args(["scale", "deployment", RELEASE, "-n", RELEASE_NAMESPACE])
+            .arg(format!("--replicas={replicas}")))
+        .unwrap();
+    };
+    scale("0");
+    let gone = wait_for(Duration::from_secs(60), || async {
+        let left = pods.list(&ListParams::default().labels(&selector)).await.ok()?.items;
+        left.iter().all(is_hook).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the operator pods did not stop");
+    let failed = helm_test().unwrap_err().to_string();
+    scale("2");
+    let hook = format!("{RELEASE}-test-readyz");
+    assert!(failed.contains(&format!("pod {hook} failed")), "{failed}");
+    // The probe said why; a failed hook pod stays for that, so remove it here.
+    let said = run(cluster.kubectl().args(["logs", &hook, "-n", RELEASE_NAMESPACE])).unwrap();
+    let url = format!("GET http://{RELEASE}-metrics:8080/readyz");
+    assert!(said.contains(&url), "{said}");
+    run(cluster.kubectl().args(["delete", "pod", &hook, "-n", RELEASE_NAMESPACE])).unwrap();
+    run(cluster.kubectl().args([
+        "rollout",
+        "status",
+        "deployment",
+        RELEASE,
+        "-n",
+        RELEASE_NAMESPACE,
+        "--timeout=120s",
+    ]))
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup() {
+    let _turn = turn().await;
+    let (_, node) = node();
+    let product = product().await;
+    // Nothing else runs an operator in this test process: the chart's pods made this status.
+    let status = product.pool().await.status.unwrap();
+    assert_eq!(status.slots_per_pod, Some(1), "{status:?}");
+    assert_eq!((status.total_slots, status.ready_slots), (Some(2), Some(2)), "{status:?}");
+
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let image = node.image("render-pod").unwrap();
+    for pod in &render {
+        assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
+        assert_eq!(running_image(pod), image);
+        eprintln!("render pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
+        // What the kubelet wrote into the container's cgroup for 600m / 768Mi...
+        assert_eq!(node.container_cgroup(pod, "cpu", "cpu.cfs_quota_us").unwrap(), "60000");
+        assert_eq!(
+            node.container_cgroup(pod, "memory", "memory.limit_in_bytes").unwrap(),
+            (768u64 << 20).to_string()
+        );
+        // ... is what the pod read from inside, and what its slots came from.
+        let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
+        let plan = &ready["plan"];
+        assert_eq!(ready["ready"], true, "{ready}");
+        assert_eq!(plan["slots"], 1, "{ready}");
+        assert_eq!(plan["slots"].as_i64().map(|n| n as i32), status.slots_per_pod);
+        assert_eq!(plan["limits"]["cpu_millis"], 600, "{ready}");
+        assert_eq!(plan["limits"]["memory_bytes"], 768u64 << 20, "{ready}");
+        let cpu_source = plan["limits"]["cpu_source"].as_str().unwrap();
+        assert!(
+            cpu_source.starts_with("cgroup v1 ") && cpu_source.contains("cpu.cfs_quota_us = 60000"),
+            "{cpu_source}"
+        );
+        let memory_source = plan["limits"]["memory_source"].as_str().unwrap();
+        assert!(
+            memory_source.starts_with("cgroup v1 ")
+                && memory_source.contains(&format!("memory.limit_in_bytes = {}", 768u64 << 20)),
+            "{memory_source}"
+        );
+    }
+
+    // Through the render Service: info, a page image and text, each from a real PDFium slot.
+    let service = product.service_url("render").await;
+    let name = "pdf/R-intro.pdf";
+    let expected = &renderpool_testkit::corpus::manifest()[name];
+    let pdf = renderpool_testkit::corpus::read(name);
+    let (code, info) = post(&format!("{service}/v1/info"), pdf.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&info));
+    let info: Value = serde_json::from_slice(&info).unwrap();
+    assert_eq!(info["page_count"], expected["pages"], "{info}");
+    let (code, png) = post(&format!("{service}/v1/render?page=1&dpi=72"), pdf.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+    let (code, text) = post(&format!("{service}/v1/extract?pages=1"), pdf).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&text));
+    let text = String::from_utf8_lossy(&text);
+    for word in expected["first_page_words"].as_array().unwrap().iter().take(5) {
+        assert!(text.contains(word.as_str().unwrap()), "{word} not in {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_docx_converts_through_the_gotenberg_service_in_the_operators_gotenberg_pod() {
+    let _turn = turn().await;
+    let (_, node) = node();
+    let product = product().await;
+    let gotenberg = product.pods("gotenberg").await;
+    assert_eq!(gotenberg.len(), 1);
+    let pod = &gotenberg[0];
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
+    assert_eq!(running_image(pod), node.image("gotenberg").unwrap());
+    let args = pod.spec.as_ref().unwrap().containers[0].args.clone().unwrap();
+    for arg in ["gotenberg", "--api-timeout=30s", "--libreoffice-deny-public-ips=true"] {
+        assert!(args.iter().any(|a| a == arg), "{arg} not in {args:?}");
+    }
+    eprintln!("gotenberg pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
+    // Each render pod calls Gotenberg by its Service name.
+    for render in product.pods("render").await {
+        let ready = get_json(&format!("{}/readyz", pod_url(&render))).await;
+        let url = format!("http://{POOL}-gotenberg:3000");
+        assert_eq!(ready["office"]["gotenberg_url"], url.as_str(), "{ready}");
+    }
+
+    let docx = renderpool_testkit::corpus::read("office/test.docx");
+    let service = product.service_url("render").await;
+    let started = Instant::now();
+    let (code, pdf) = post(&format!("{service}/v1/convert"), docx.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&pdf));
+    eprintln!("DOCX to PDF through the render Service: {:.1}s", started.elapsed().as_secs_f64());
+    assert!(pdf.starts_with(b"%PDF-"), "{:?}", &pdf[..pdf.len().min(32)]);
+    // The PDF is a real one: PDFium in the render pod renders its first page.
+    let (code, png) = post(&format!("{service}/v1/render?page=1&width=200"), docx).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+}
+
+#[tokio::test]
+async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_pod_serves() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let (leaving, staying) = (&render[0], &render[1]);
+
+    // Renders in flight on the pod that is about to go: watermarking the 113 pages of R-intro
+    // takes its one slot about 2.6 s at 0.6 CPU, so four queued at once keep it busy for about
+    // 10 s, past the 5 s preStop and into the drain after SIGTERM.
+    let in_flight = 4;
+    let sent_at = Instant::now();
+    let mut renders = Vec::new();
+    for _ in 0..in_flight {
+        let url = format!("{}/v1/watermark?text=DRAFT", pod_url(leaving));
+        let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+        renders.push(tokio::spawn(async move {
+            let (code, body) = post(&url, pdf).await;
+            (code, body, Instant::now())
+        }));
+    }
+    let ready_url = format!("{}/readyz", pod_url(leaving));
+    let queued = wait_for(Duration::from_secs(20), || async {
+        let ready = get_json(&ready_url).await;
+        let engine = &ready["engine"];
+        (engine["busy"] == 1 && engine["queued"] == in_flight - 1).then_some(())
+    })
+    .await;
+    assert!(queued.is_some(), "the renders never lined up on {}", pod_name(leaving));
+    // Started after the line-up above, so that the line-up counted the watermarks alone.
+    let load = steady_load(product).await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), product.namespace());
+    let deleted_at = Instant::now();
+    pods.delete(pod_name(leaving), &DeleteParams::default()).await.unwrap();
+
+    // Once the leaving pod's endpoint is not ready, new requests through the Service go to the
+    // other pod, while the leaving one still runs its render. kube-proxy applies the change a
+    // moment after the EndpointSlice shows it: a request in that moment may still reach the
+    // leaving pod (it is answered too, after the render ahead of it), so the test sends until
+    // a run of requests in a row has gone to the other pods (the staying one, and its
+    // replacement once that is Ready), and every one must succeed.
+    let slices: Api<EndpointSlice> = Api::namespaced(client, product.namespace());
+    let leaving_name = pod_name(leaving).to_string();
+    let out_of_rotation = wait_for(Duration::from_secs(30), || async {
+        let list =
+            ListParams::default().labels(&format!("kubernetes.io/service-name={POOL}-render"));
+        let slices = slices.list(&list).await.ok()?.items;
+        let endpoint = slices.iter().flat_map(|s| s.endpoints.iter().flatten()).find(|e| {
+            e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(leaving_name.as_str())
+        });
+        endpoint
+            .is_none_or(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(false))
+            .then_some(())
+    })
+    .await;
+    assert!(out_of_rotation.is_some(), "{leaving_name} stayed in the Service's endpoints");
+    let service = product.service_url("render").await;
+    let pdf = renderpool_testkit::corpus::read("pdf/trivial.pdf");
+    let (in_a_row, most) = (6, 30);
+    let (mut sent, mut streak, mut to_leaving) = (0, 0, 0);
+    while streak < in_a_row && sent < most {
+        // `info` jobs: a watermark ending in between is not mistaken for one of these.
+        let before = info_jobs(leaving).await;
+        let (code, info) = post(&format!("{service}/v1/info"), pdf.clone()).await;
+        sent += 1;
+        assert_eq!(code, 200, "request {sent}: {}", String::from_utf8_lossy(&info));
+        let after = info_jobs(leaving).await;
+        if before.is_some() && after > before {
+            (streak, to_leaving) = (0, to_leaving + 1);
+        } else {
+            streak += 1;
+        }
+    }
+    assert_eq!(streak, in_a_row, "{sent} requests, {to_leaving} still went to {leaving_name}");
+    let mut last = deleted_at;
+    for render in renders {
+        let (code, pdf, finished) = render.await.unwrap();
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&pdf));
+        assert!(pdf.starts_with(b"%PDF-"), "not a PDF");
+        last = last.max(finished);
+    }
+    let finished_after = last.duration_since(deleted_at);
+    // The last outlived the 5 s preStop: it was in flight when SIGTERM came, and the drain let
+    // it end.
+    assert!(
+        finished_after > Duration::from_secs(5),
+        "too short to show a drain: {finished_after:?}"
+    );
+    wait_gone(&pods, &leaving_name).await;
+    eprintln!(
+        "drain: {in_flight} of {in_flight} renders in flight completed, {:.1}s after they were \
+         sent and {:.1}s after the delete; the pod was gone {:.1}s after it; {sent} new \
+         requests, all answered: {to_leaving} by {leaving_name} while kube-proxy caught up, the \
+         rest by the other pods",
+        last.duration_since(sent_at).as_secs_f64(),
+        finished_after.as_secs_f64(),
+        deleted_at.elapsed().as_secs_f64(),
+    );
+
+    // The Deployment replaces it; the pool is whole again for the next test.
+    settled_at(product, 2).await;
+    nothing_lost("pod deletion", &load.stop().await);
+    let replacement = product.pods("render").await;
+    let replacement = replacement.iter().find(|p| pod_name(p) != pod_name(staying)).unwrap();
+    eprintln!(
+        "replacement render pod {} start to Ready: {}s",
+        pod_name(replacement),
+        start_to_ready_seconds(replacement)
+    );
+}
+
+/// The request the steady loads send: one page of R-intro at 72 dpi, a fraction of a second on
+/// a 0.6 CPU slot.
+const LOAD_REQUEST: &str = "/v1/render?page=1&dpi=72";
+/// Clients of a steady load: two, so both pods are busy and a pod that leaves had work.
+const LOAD_CLIENTS: usize = 2;
+
+/// A steady load through the render Service.
+async fn steady_load(product: &Product) -> Load {
+    let url = format!("{}{LOAD_REQUEST}", product.service_url("render").await);
+    Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), LOAD_CLIENTS)
+}
+
+/// Prints a load's tally and asserts that every admitted request completed.
+fn nothing_lost(what: &str, tally: &Tally) {
+    eprintln!("{what} under a steady load: {tally}");
+    assert!(tally.admitted > 0, "{what}: the load sent nothing");
+    assert!(tally.failed.is_empty(), "{what}: failed requests: {:#?}", tally.failed);
+    assert_eq!(tally.completed, tally.admitted, "{what}: {tally}");
+}
+
+/// Waits until pod `name` no longer exists, allowing its termination grace period (about 40 s
+/// for the example's render pods) and then some.
+async fn wait_gone(pods: &Api<Pod>, name: &str) {
+    let gone = wait_for(Duration::from_secs(90), || async {
+        pods.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{name} outlived its grace period");
+}
+
+/// Every render pod of the pool, terminating ones too.
+async fn all_render_pods(product: &Product) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, product.namespace());
+    let selector = format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component=render");
+    pods.list(&ListParams::default().labels(&selector)).await.unwrap().items
+}
+
+/// Waits until the pool is settled with `replicas` Ready render pods and no other (a pod still
+/// terminating holds its CPU on the full node).
+async fn settled_at(product: &Product, replicas: i32) {
+    let pools: Api<RenderPool> =
+        Api::namespaced(Cluster::shared().client().await, product.namespace());
+    wait_pool(&pools, POOL, Duration::from_secs(180), |pool| {
+        is_settled(pool)
+            && pool.spec.replicas == replicas
+            && pool.status.as_ref().is_some_and(|s| s.ready_replicas == replicas)
+    })
+    .await;
+    let alone = wait_for(Duration::from_secs(90), || async {
+        let pods = all_render_pods(product).await;
+        (pods.len() == replicas as usize && pods.iter().all(is_ready)).then_some(())
+    })
+    .await;
+    assert!(alone.is_some(), "the pool did not come to {replicas} Ready render pods");
+}
+
+/// Scales the pool through its /scale subresource, as `kubectl scale` does, and waits for it.
+async fn scale_pool(product: &Product, replicas: i32) {
+    scale_pool_now(product.namespace(), replicas).unwrap();
+    settled_at(product, replicas).await;
+}
+
+fn scale_pool_now(namespace: &str, replicas: i32) -> Result<String, String> {
+    run(Cluster::shared()
+        .kubectl()
+        .args(["scale", "renderpool", POOL, "-n", namespace])
+        .arg(format!("--replicas={replicas}")))
+    .map_err(|err| err.to_string())
+}
+
+/// Scales the pool back to its two pods when a test that scaled it fails (the next test waits
+/// for it to settle).
+struct BackToTwo<'a>(&'a Product);
+
+impl Drop for BackToTwo<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Err(err) = scale_pool_now(self.0.namespace(), 2)
+        {
+            eprintln!("scaling {POOL} back to 2: {err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_second() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    // The PDB (maxUnavailable 1) allows one disruption once its controller has seen both pods.
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), product.namespace());
+    let pdb_name = format!("{POOL}-render");
+    let allowed = wait_for(Duration::from_secs(60), || async {
+        let status = pdbs.get(&pdb_name).await.ok()?.status?;
+        (status.disruptions_allowed == Some(1) && status.current_healthy == Some(2)).then_some(())
+    })
+    .await;
+    assert!(allowed.is_some(), "{pdb_name} never allowed one disruption");
+    let render = product.pods("render").await;
+    assert_eq!(render.len(), 2);
+    let (evicted, kept) = (pod_name(&render[0]).to_string(), pod_name(&render[1]).to_string());
+
+    let load = steady_load(product).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // What `kubectl drain` does for each pod: a policy/v1 Eviction, which the API server checks
+    // against the PDB. A client that retries a 429 would wait until the budget allows the
+    // second one (once the replacement is Ready): this one reports the refusal.
+    let pods: Api<Pod> =
+        Api::namespaced(cluster.client_without_retries().await, product.namespace());
+    let evicted_at = Instant::now();
+    pods.evict(&evicted, &EvictParams::default()).await.unwrap();
+    let refused = pods.evict(&kept, &EvictParams::default()).await;
+    let Err(kube::Error::Api(refused)) = refused else { panic!("second eviction: {refused:?}") };
+    assert_eq!(refused.code, 429, "{refused:?}");
+    assert!(refused.message.contains("disruption budget"), "{refused:?}");
+    eprintln!("second eviction, of {kept}, refused: {} {}", refused.code, refused.message);
+
+    wait_gone(&pods, &evicted).await;
+    let gone_after = evicted_at.elapsed();
+    settled_at(product, 2).await;
+    let tally = load.stop().await;
+    assert!(pods.get_opt(&kept).await.unwrap().is_some(), "{kept} was evicted too");
+    eprintln!(
+        "eviction: {evicted} gone {:.1}s after it, the pool whole again {:.1}s after it",
+        gone_after.as_secs_f64(),
+        evicted_at.elapsed().as_secs_f64()
+    );
+    nothing_lost("eviction with the PDB in force", &tally);
+}
+
+#[tokio::test]
+async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    // The render Deployment surges first and never goes below its replicas: on this full node
+    // the surge pod could not be scheduled and the roll would never progress. So the test
+    // scales the pool to one pod (the surge then fits), rolls it, and scales it back.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
+    let deployment_name = format!("{POOL}-render");
+    let strategy = deployments.get(&deployment_name).await.unwrap().spec.strategy;
+    let rolling = strategy.and_then(|s| s.rolling_update).unwrap();
+    assert_eq!(
+        (rolling.max_surge, rolling.max_unavailable),
+        (Some(IntOrString::Int(1)), Some(IntOrString::Int(0)))
+    );
+    let before: Vec<String> =
+        product.pods("render").await.iter().map(|p| pod_name(p).to_string()).collect();
+    let pools: Api<RenderPool> = Api::namespaced(client, product.namespace());
+    let drain_delay = product.pool().await.spec.drain_delay_ms;
+
+    let load = steady_load(product).await;
+    let _back = BackToTwo(product);
+    let started = Instant::now();
+    scale_pool(product, 1).await;
+    let scaled_in = started.elapsed();
+    // A spec field that changes only the render pods' template (their env).
+    let changed = drain_delay + 500;
+    let patch = serde_json::json!({ "spec": { "drainDelayMs": changed } });
+    pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let rolled = wait_for(Duration::from_secs(180), || async {
+        let deployment = deployments.get(&deployment_name).await.ok()?;
+        let env = container_env(&deployment);
+        let status = deployment.status?;
+        let done = env.get("RENDERPOD_DRAIN_DELAY_MS") == Some(&changed.to_string())
+            && status.observed_generation == deployment.metadata.generation
+            && status.updated_replicas == Some(1)
+            && status.ready_replicas == Some(1)
+            && status.replicas == Some(1);
+        done.then_some(())
+    })
+    .await;
+    assert!(rolled.is_some(), "the roll did not finish");
+    settled_at(product, 1).await;
+    let rolled_in = started.elapsed();
+    scale_pool(product, 2).await;
+    let tally = load.stop().await;
+    let after = product.pods("render").await;
+    for pod in &after {
+        assert!(!before.iter().any(|b| b == pod_name(pod)), "{} was not replaced", pod_name(pod));
+    }
+    eprintln!(
+        "roll: scaled to 1 in {:.1}s, rolled by drainDelayMs {drain_delay} -> {changed} by \
+         {:.1}s, back at 2 by {:.1}s",
+        scaled_in.as_secs_f64(),
+        rolled_in.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    nothing_lost("scale to 1, roll, scale to 2", &tally);
+}
+
+/// The `error.code` of a render pod's JSON error body.
+fn error_code(body: &[u8]) -> String {
+    let body: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(body)));
+    body["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+/// The first container's restart count, and when the pod last became Ready.
+fn restarts_and_ready_since(pod: &Pod) -> (i32, String) {
+    let status = pod.status.as_ref().unwrap();
+    let restarts = status.container_statuses.as_ref().unwrap()[0].restart_count;
+    let conditions = status.conditions.as_ref().unwrap();
+    let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{} is not Ready", pod_name(pod));
+    (restarts, format!("{:?}", ready.last_transition_time))
+}
+
+/// Waits until the pod's /readyz is ok with every slot's worker alive and none of them `gone`.
+async fn slots_alive(pod: &Pod, gone: Option<u64>) -> Value {
+    let url = format!("{}/readyz", pod_url(pod));
+    let ready = wait_for(Duration::from_secs(30), || async {
+        let ready = get_json(&url).await;
+        let workers = ready["engine"]["workers"].as_array()?;
+        let alive = workers.iter().all(|w| w["pid"].as_u64().is_some_and(|pid| Some(pid) != gone));
+        (ready["ready"] == true && alive).then_some(ready)
+    })
+    .await;
+    ready.unwrap_or_else(|| panic!("{} did not get its slot back", pod_name(pod)))
+}
+
+#[tokio::test]
+async fn a_worker_killed_from_the_host_fails_only_its_job_and_the_pod_stays_ready() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await, product.namespace());
+    let pod = product.pods("render").await.remove(0);
+    let before = restarts_and_ready_since(&pod);
+
+    // A slow job (R-intro watermarked, seconds on 0.6 CPU) on the pod's one slot.
+    let url = format!("{}/v1/watermark?text=DRAFT", pod_url(&pod));
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let job = tokio::spawn(post_owned(url.clone(), pdf.clone()));
+    let ready_url = format!("{}/readyz", pod_url(&pod));
+    let busy = wait_for(Duration::from_secs(20), || async {
+        let ready = get_json(&ready_url).await;
+        let workers = ready["engine"]["workers"].as_array()?.clone();
+        workers.iter().find(|w| w["busy"] == true).and_then(|w| w["pid"].as_u64())
+    })
+    .await;
+    let busy = busy.unwrap_or_else(|| panic!("no worker of {} became busy", pod_name(&pod)));
+    let host_pid = node.host_pid(&pod, busy as u32).unwrap();
+    let supervisor = node.host_pid(&pod, 1).unwrap();
+    let parent = std::fs::read_to_string(format!("/proc/{host_pid}/stat")).unwrap();
+    let parent = parent.rsplit(") ").next().unwrap().split(' ').nth(1).unwrap().to_string();
+    assert_eq!(parent, supervisor.to_string(), "the worker is the supervisor's child");
+    // SAFETY: kill(2) on a pid this test found in the container's cgroup; no memory is shared.
+    assert_eq!(unsafe { libc::kill(host_pid as i32, libc::SIGKILL) }, 0);
+
+    let (crashed, body) = job.await.unwrap();
+    assert_eq!((crashed, error_code(&body).as_str()), (502, "worker_crashed"));
+    let ready = slots_alive(&pod, Some(busy)).await;
+    let after = pods.get(pod_name(&pod)).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after), before, "the container restarted or unreadied");
+    let (code, again) = post(&url, pdf).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"%PDF-"));
+    eprintln!(
+        "worker kill: worker {busy} (host pid {host_pid}, child of supervisor {supervisor}) of {} \
+         killed mid-job: that job {crashed} {}, the pod stayed Ready (restarts {}), its new \
+         worker {} answered the same request 200",
+        pod_name(&pod),
+        error_code(&body),
+        before.0,
+        ready["engine"]["workers"][0]["pid"],
+    );
+}
+
+async fn post_owned(url: String, body: Vec<u8>) -> (u16, Vec<u8>) {
+    post(&url, body).await
+}
+
+/// Memory of the small render pod of the bomb test: the supervisor's 196Mi share and one
+/// 192Mi slot, with room to spare.
+const SMALL_MEMORY_MIB: u64 = 448;
+const SMALL_SLOT_MIB: u64 = 192;
+const MIB: u64 = 1 << 20;
+
+/// A bare Pod made from the pool's own render pod template (image, probes, security context,
+/// volumes) with a smaller memory limit and slot, and labels no Service or PDB selects.
+fn small_render_pod(template: &PodTemplateSpec, name: &str) -> Pod {
+    let mut spec = template.spec.clone().unwrap();
+    let container = &mut spec.containers[0];
+    let quantity = |q: &str| Quantity(q.to_string());
+    let resources = BTreeMap::from([
+        ("cpu".to_string(), quantity("600m")),
+        ("memory".to_string(), quantity(&format!("{SMALL_MEMORY_MIB}Mi"))),
+    ]);
+    container.resources = Some(ResourceRequirements {
+        requests: Some(resources.clone()),
+        limits: Some(resources),
+        ..ResourceRequirements::default()
+    });
+    for var in container.env.iter_mut().flatten() {
+        if var.name == "RENDERPOD_MEMORY_PER_SLOT" {
+            var.value = Some(format!("{SMALL_SLOT_MIB}Mi"));
+        }
+    }
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("app".to_string(), name.to_string())])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        ..Pod::default()
+    }
+}
+
+/// Deletes the bare pod when the test ends, even by a panic.
+struct DeletePod<'a>(&'a str, &'a str);
+
+impl Drop for DeletePod<'_> {
+    fn drop(&mut self) {
+        let deleted = run(Cluster::shared().kubectl().args([
+            "delete",
+            "pod",
+            self.1,
+            "-n",
+            self.0,
+            "--wait=false",
+            "--ignore-not-found",
+        ]));
+        if let Err(err) = deleted {
+            eprintln!("deleting {}: {err}", self.1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills_nothing() {
+    let _turn = turn().await;
+    let (cluster, node) = node();
+    let product = product().await;
+    let client = cluster.client().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
+    let template = deployments.get(&format!("{POOL}-render")).await.unwrap().spec.template;
+    // The node has no CPU left for another render pod: the pool lends one of its pods' share.
+    let _back = BackToTwo(product);
+    scale_pool(product, 1).await;
+    let name = "render-small-memory";
+    let pods: Api<Pod> = Api::namespaced(client, product.namespace());
+    let delete = DeletePod(product.namespace(), name);
+    pods.create(&PostParams::default(), &small_render_pod(&template, name)).await.unwrap();
+    let pod =
+        wait_for(Duration::from_secs(120), || async { pods.get(name).await.ok().filter(is_ready) })
+            .await
+            .unwrap_or_else(|| panic!("{name} never became Ready"));
+    eprintln!("{name} start to Ready: {}s", start_to_ready_seconds(&pod));
+    let limit = node.container_cgroup(&pod, "memory", "memory.limit_in_bytes").unwrap();
+    assert_eq!(limit, (SMALL_MEMORY_MIB * MIB).to_string());
+    let ready = get_json(&format!("{}/readyz", pod_url(&pod))).await;
+    assert_eq!(ready["plan"]["limits"]["memory_bytes"], SMALL_MEMORY_MIB * MIB, "{ready}");
+    assert_eq!(ready["engine"]["memory_ceiling_bytes"], SMALL_SLOT_MIB * MIB, "{ready}");
+    let (restarts, _) = restarts_and_ready_since(&pod);
+
+    let started = Instant::now();
+    let url = format!("{}/v1/render?page=1", pod_url(&pod));
+    let (code, body) = post(&url, renderpool_testkit::bombs::xobject_fanout(8, 8)).await;
+    let took = started.elapsed();
+    assert_eq!((code, error_code(&body).as_str()), (422, "memory_limit_exceeded"));
+    let cgroup = |file: &str| node.container_cgroup(&pod, "memory", file).unwrap();
+    let oom_control = cgroup("memory.oom_control");
+    let (failcnt, peak) = (cgroup("memory.failcnt"), cgroup("memory.max_usage_in_bytes"));
+    let field = |name: &str| {
+        let line = oom_control.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.split(' ').nth(1)).unwrap_or_else(|| panic!("{oom_control}"))
+    };
+    // Neither the kernel's OOM killer nor the kubelet took anything: the worker's own ceiling
+    // stopped the bomb below the container's limit.
+    assert_eq!(field("under_oom"), "0", "{oom_control}");
+    assert_eq!(field("oom_kill"), "0", "{oom_control}");
+    let ready = slots_alive(&pod, None).await;
+    let after = pods.get(name).await.unwrap();
+    assert_eq!(restarts_and_ready_since(&after).0, restarts, "the container restarted");
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let (next, png) = post(&format!("{}{LOAD_REQUEST}", pod_url(&pod)), pdf).await;
+    assert_eq!(next, 200, "{}", String::from_utf8_lossy(&png));
+    assert!(png.starts_with(PNG_MAGIC));
+    eprintln!(
+        "memory bomb (form XObject fan-out 8^8) on {name} ({SMALL_MEMORY_MIB}Mi limit, {SMALL_SLOT_MIB}Mi slot): \
+         {code} {} after {:.1}s; container restarts {restarts}; cgroup memory.failcnt \
+         {failcnt}, max_usage_in_bytes {peak} ({:.0} MiB), oom_control {}; the supervisor \
+         serves (slots alive {}), the next render answered 200",
+        error_code(&body),
+        took.as_secs_f64(),
+        peak.parse::<f64>().unwrap() / MIB as f64,
+        oom_control.replace('\n', ", "),
+        ready["engine"]["alive"],
+    );
+    drop(delete);
+    wait_gone(&pods, name).await;
+    scale_pool(product, 2).await;
+}
