@@ -1,6 +1,6 @@
 //! prometheus-adapter as a host process serving `custom.metrics.k8s.io` to the API server's
 //! aggregation layer, with the rules the product ships
-//! (`deploy/prometheus-adapter/renderpool-rules.yaml`).
+//! (`deploy/autoscaling/prometheus-adapter-rules.yaml`).
 //!
 //! The API server refuses loopback endpoint addresses, so the adapter listens on the real
 //! node's bridge address (as CoreDNS does): its APIService names a Service without a selector
@@ -29,7 +29,7 @@ pub const RELIST_SECONDS: u32 = 5;
 
 /// The rule file, where the product ships it.
 pub fn rules_path() -> PathBuf {
-    repo_root().join("deploy/prometheus-adapter/renderpool-rules.yaml")
+    repo_root().join("deploy/autoscaling/prometheus-adapter-rules.yaml")
 }
 
 /// The APIService's name.

@@ -3,19 +3,19 @@
 //! metric (`renderpod_busy_slot_ratio`, `renderpod_queue_depth`) reads what the pods export.
 //! Started by [`Cluster::metrics`], with the real node; both stop when the test process exits.
 //!
-//! A pod is scraped when it runs on the real node, carries [`RENDER_POD_LABELS`] and names its
-//! metrics port [`METRICS_PORT_NAME`], as the operator's render pods do.
+//! Both run with what the product ships in `deploy/autoscaling/`: Prometheus with its scrape
+//! job ([`scrape_config_path`]), the adapter with its rules ([`rules_path`]), so the tested
+//! pipeline is the documented one.
 
 mod adapter;
 mod prometheus;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 pub use adapter::{RELIST_SECONDS, rules_path};
-pub use prometheus::{JOB, METRICS_PORT_NAME, RENDER_POD_LABELS, SCRAPE_SECONDS};
+pub use prometheus::{SCRAPE_SECONDS, scrape_config_path};
 
 use super::components::{spawn, wait_until};
 use super::{Cluster, ClusterError, run, run_with_input};
@@ -24,8 +24,6 @@ use crate::free_port;
 /// Prometheus and prometheus-adapter, running; see the module doc.
 pub struct MetricsPipeline {
     prometheus_url: String,
-    kubectl: PathBuf,
-    kubeconfig: PathBuf,
     daemons: Vec<(&'static str, u32)>,
 }
 
@@ -46,12 +44,7 @@ impl MetricsPipeline {
         daemons.push(("prometheus", start_prometheus(cluster, &dir, prometheus_port)?));
         let prometheus_url = format!("http://127.0.0.1:{prometheus_port}");
         daemons.push(("prometheus-adapter", start_adapter(cluster, &dir, &prometheus_url)?));
-        Ok(MetricsPipeline {
-            prometheus_url,
-            kubectl: cluster.bin("kubectl"),
-            kubeconfig: cluster.kubeconfig.clone(),
-            daemons,
-        })
+        Ok(MetricsPipeline { prometheus_url, daemons })
     }
 
     /// Prometheus's base URL, `http://127.0.0.1:PORT` (its API is under `/api/v1/`).
@@ -83,10 +76,12 @@ impl MetricsPipeline {
         parse_vector(&body).map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))
     }
 
-    /// `metric` of every pod in `namespace` as the custom metrics API serves it (what an HPA's
-    /// `Pods` metric reads): pod name to value. A pod without a value is absent.
-    pub fn pod_metric(
+    /// `metric` of every pod in `namespace` as the custom metrics API serves it through the
+    /// API server's aggregation layer (what an HPA's `Pods` metric reads): pod name to value.
+    /// A pod without a value is absent.
+    pub async fn pod_metric(
         &self,
+        client: &kube::Client,
         namespace: &str,
         metric: &str,
     ) -> Result<BTreeMap<String, f64>, ClusterError> {
@@ -95,12 +90,13 @@ impl MetricsPipeline {
             adapter::GROUP,
             adapter::VERSION
         );
-        let text = run(Command::new(&self.kubectl)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["get", "--raw", &path]))?;
-        let list: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|err| ClusterError::Setup(format!("{path}: {err}: {text}")))?;
+        let request = http::Request::get(&path)
+            .body(Vec::new())
+            .map_err(|err| ClusterError::Setup(format!("{path}: {err}")))?;
+        let list: serde_json::Value = client
+            .request(request)
+            .await
+            .map_err(|err| ClusterError::Setup(format!("{path}: {err}")))?;
         parse_metric_values(&list).map_err(|err| ClusterError::Setup(format!("{path}: {err}")))
     }
 }
@@ -111,7 +107,7 @@ fn start_prometheus(cluster: &Cluster, dir: &Path, port: u16) -> Result<u32, Clu
     run_with_input(cluster.kubectl().args(["apply", "-f", "-"]), objects.as_bytes())?;
     let kubeconfig = cluster.kubeconfig_for_token("prometheus", &identity.token);
     let config = dir.join("prometheus.yml");
-    std::fs::write(&config, prometheus::config(&kubeconfig).to_string())?;
+    std::fs::write(&config, prometheus::config(&kubeconfig)?.to_string())?;
     let args = prometheus::args(&config, &dir.join("prometheus-data"), port);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let pid = spawn(&cluster.bin_dir, dir, "prometheus", &args)?;

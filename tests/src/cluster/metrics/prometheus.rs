@@ -1,56 +1,61 @@
-//! Prometheus as a host process on 127.0.0.1: Kubernetes service discovery (pod role) under an
+//! Prometheus as a host process on 127.0.0.1: the scrape job the product ships
+//! (`deploy/autoscaling/prometheus-scrape.yaml`), with Kubernetes service discovery under an
 //! identity of its own that may only read pods, scraping render pods on the real node directly
 //! at their pod IPs, which the host reaches on the node's bridge.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::cluster::ClusterError;
 use crate::cluster::real_node::NODE_NAME;
+use crate::repo_root;
 
 /// How often render pods are scraped (seconds); short, so a test sees a change in seconds.
 pub const SCRAPE_SECONDS: u32 = 2;
 
-/// Labels every render pod carries (the operator's selector labels); the scrape job keeps
-/// these pods only.
-pub const RENDER_POD_LABELS: [(&str, &str); 2] =
-    [("app.kubernetes.io/name", "renderpool"), ("app.kubernetes.io/component", "render")];
+/// The shipped scrape job, where the product ships it.
+pub fn scrape_config_path() -> PathBuf {
+    repo_root().join("deploy/autoscaling/prometheus-scrape.yaml")
+}
 
-/// The name of the render container's port serving `/metrics` (and the API).
-pub const METRICS_PORT_NAME: &str = "http";
-
-/// The scrape job's name, the `job` label of every series it makes.
-pub const JOB: &str = "renderpool-render-pods";
-
-/// The configuration (JSON, which Prometheus reads as the YAML it is).
-pub(super) fn config(kubeconfig: &Path) -> Value {
-    let labels: Vec<String> = RENDER_POD_LABELS.iter().map(|(k, v)| format!("{k}={v}")).collect();
+/// The configuration (JSON, which Prometheus reads as the YAML it is): the shipped jobs as they
+/// are, each discovery given only what a process outside the cluster needs (the API server, by
+/// `kubeconfig`) and the real node as the one place to look.
+pub(super) fn config(kubeconfig: &Path) -> Result<Value, ClusterError> {
+    let path = scrape_config_path();
+    let text = std::fs::read_to_string(&path)?;
+    let shipped: Value = serde_saphyr::from_str(&text)
+        .map_err(|err| ClusterError::Setup(format!("{}: {err}", path.display())))?;
+    let jobs = with_test_discovery(shipped, kubeconfig)
+        .map_err(|err| ClusterError::Setup(format!("{}: {err}", path.display())))?;
     let interval = format!("{SCRAPE_SECONDS}s");
-    json!({
+    Ok(json!({
         "global": { "scrape_interval": interval, "scrape_timeout": interval,
                     "evaluation_interval": interval },
-        "scrape_configs": [{
-            "job_name": JOB,
-            "kubernetes_sd_configs": [{
-                "role": "pod",
-                "kubeconfig_file": kubeconfig,
-                // Only pods on the real node: their addresses are on its bridge. A kwok pod's
-                // address leads nowhere, and the host must not send anything towards it.
-                "selectors": [{ "role": "pod", "label": labels.join(","),
-                                "field": format!("spec.nodeName={NODE_NAME}") }],
-            }],
-            "relabel_configs": [
-                // One target per pod: its metrics port (the pod role makes one per port).
-                { "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                  "regex": METRICS_PORT_NAME, "action": "keep" },
-                { "source_labels": ["__meta_kubernetes_pod_phase"], "regex": "Running",
-                  "action": "keep" },
-                // What prometheus-adapter maps series to: the namespace and pod resources.
-                { "source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace" },
-                { "source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod" },
-            ],
-        }],
-    })
+        "scrape_configs": jobs,
+    }))
+}
+
+/// The shipped `scrape_configs` with `kubeconfig_file` and a node selector in each
+/// `kubernetes_sd_configs` entry. Only pods on the real node: their addresses are on its bridge,
+/// while a kwok pod's address leads nowhere, and the host must send nothing towards it.
+fn with_test_discovery(shipped: Value, kubeconfig: &Path) -> Result<Value, String> {
+    let Some(Value::Array(mut jobs)) = shipped.get("scrape_configs").cloned() else {
+        return Err("no scrape_configs list".into());
+    };
+    for job in &mut jobs {
+        let Some(Value::Array(discoveries)) = job.get_mut("kubernetes_sd_configs") else {
+            return Err(format!("job without kubernetes_sd_configs: {job}"));
+        };
+        for discovery in discoveries {
+            let role = discovery["role"].clone();
+            discovery["kubeconfig_file"] = json!(kubeconfig);
+            discovery["selectors"] =
+                json!([{ "role": role, "field": format!("spec.nodeName={NODE_NAME}") }]);
+        }
+    }
+    Ok(Value::Array(jobs))
 }
 
 /// Read access to pods for Prometheus's identity, as one `kubectl apply` list.
@@ -95,18 +100,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scrapes_render_pods_on_the_real_node_with_namespace_and_pod_labels() {
-        let config = config(Path::new("/state/kubeconfig-prometheus"));
-        let job = &config["scrape_configs"][0];
+    fn runs_the_shipped_job_on_the_real_node_with_namespace_and_pod_labels() {
+        let config = config(Path::new("/state/kubeconfig-prometheus")).unwrap_or_else(|err| {
+            panic!("{err}");
+        });
+        let jobs = config["scrape_configs"].as_array().unwrap_or_else(|| panic!("{config}"));
+        assert_eq!(jobs.len(), 1, "{config}");
+        let job = &jobs[0];
         let sd = &job["kubernetes_sd_configs"][0];
         assert_eq!(sd["role"], "pod");
         assert_eq!(sd["kubeconfig_file"], "/state/kubeconfig-prometheus");
-        let selector = &sd["selectors"][0];
-        assert_eq!(selector["field"], format!("spec.nodeName={NODE_NAME}"));
-        assert_eq!(
-            selector["label"],
-            "app.kubernetes.io/name=renderpool,app.kubernetes.io/component=render"
-        );
+        assert_eq!(sd["selectors"][0]["role"], "pod");
+        assert_eq!(sd["selectors"][0]["field"], format!("spec.nodeName={NODE_NAME}"));
         let relabels = job["relabel_configs"].as_array().unwrap_or_else(|| panic!("{job}"));
         let target = |label: &str| {
             relabels
@@ -114,9 +119,21 @@ mod tests {
                 .find(|r| r["target_label"] == label)
                 .map(|r| r["source_labels"][0].clone())
         };
+        // What the adapter rules map series to, and the pool-wide label.
         assert_eq!(target("namespace"), Some(json!("__meta_kubernetes_namespace")));
         assert_eq!(target("pod"), Some(json!("__meta_kubernetes_pod_name")));
+        assert_eq!(
+            target("renderpool"),
+            Some(json!("__meta_kubernetes_pod_label_app_kubernetes_io_instance"))
+        );
         assert_eq!(config["global"]["scrape_interval"], "2s");
+    }
+
+    #[test]
+    fn a_job_without_kubernetes_discovery_is_refused() {
+        let shipped = json!({ "scrape_configs": [{ "job_name": "x", "static_configs": [] }] });
+        assert!(with_test_discovery(shipped, Path::new("/k")).is_err());
+        assert!(with_test_discovery(json!({}), Path::new("/k")).is_err());
     }
 
     #[test]
