@@ -2,8 +2,8 @@
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu), the real test
 # node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) and
-# the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider) from
-# the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
+# the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider, and
+# KEDA's ScaledObject CRD) from the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
 # `build.sh gotenberg` for scripts/run.sh --office), only those are built.
@@ -108,6 +108,19 @@ BUILD_TAGS="remove_all_sd enable_kubernetes_sd" build prometheus "$prometheus_ve
   github.com/prometheus/prometheus/cmd/prometheus
 build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)" "-s -w" \
   sigs.k8s.io/prometheus-adapter/cmd/adapter
+# KEDA is not built: its ScaledObject CRD (from the module source, checked against the pinned
+# module hash) is what the tests validate the shipped KEDA example against.
+keda_version=v2.21.0 keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
+if wanted keda; then
+  keda=$(go mod download -json "github.com/kedacore/keda/v2@$keda_version")
+  keda_dir=$(echo "$keda" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  got_sum=$(echo "$keda" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p')
+  [ "$got_sum" = "$keda_sum" ] || { echo "KEDA $keda_version: module hash $got_sum, expected $keda_sum" >&2; exit 1; }
+  rm -rf "$bin/keda-crds"
+  mkdir -p "$bin/keda-crds"
+  cp "$keda_dir/config/crd/bases/keda.sh_scaledobjects.yaml" "$bin/keda-crds/"
+  chmod -R u+w "$bin/keda-crds"
+fi
 # Karpenter's go.mod asks for Go >= 1.26.9: this one build uses go1.27.3, which the Go proxy serves.
 karpenter_toolchain=go1.27.3
 TOOLCHAIN=$karpenter_toolchain build karpenter "$(module_version karpenter sigs.k8s.io/karpenter)" "-s -w" \
