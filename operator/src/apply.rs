@@ -10,6 +10,7 @@ use crate::converge::converged;
 use crate::metrics::Metrics;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -36,6 +37,8 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// The Gotenberg NetworkPolicies.
     pub network_policies: Store<NetworkPolicy>,
+    /// The render pods' HorizontalPodAutoscalers.
+    pub autoscalers: Store<HorizontalPodAutoscaler>,
 }
 
 /// A failed write, with what was being written.
@@ -67,8 +70,8 @@ pub struct Target<'a> {
     pub namespace: &'a str,
 }
 
-/// Applies what is not converged in `children` and deletes the Gotenberg pool when it is no
-/// longer wanted. Returns the objects written.
+/// Applies what is not converged in `children` and deletes the Gotenberg pool and the
+/// autoscaler when they are no longer wanted. Returns the objects written.
 pub async fn apply_children(
     target: &Target<'_>,
     pool: &str,
@@ -106,6 +109,11 @@ pub async fn apply_children(
     }
     written.extend(apply_one(target, &stores.services, render.service).await?);
     written.extend(apply_one(target, &stores.pdbs, render.pdb).await?);
+    // Only the autoscaler this pool owns goes: one a person made under the same name stays.
+    written.extend(match children.autoscaler {
+        Some(hpa) => apply_one(target, &stores.autoscalers, hpa).await?,
+        None => delete_if_owned(target, &stores.autoscalers, pool, pool_uid).await?,
+    });
     Ok(written)
 }
 

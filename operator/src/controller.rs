@@ -9,6 +9,7 @@ use crate::status::{Observed, compute};
 use crate::validate::{SpecError, validate};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -109,7 +110,10 @@ pub async fn run(
         let (config_maps, config_map_events) = child_reflector::<ConfigMap>(&client, namespace);
         let (network_policies, network_policy_events) =
             child_reflector::<NetworkPolicy>(&client, namespace);
-        let stores = Stores { deployments, services, pdbs, config_maps, network_policies };
+        let (autoscalers, autoscaler_events) =
+            child_reflector::<HorizontalPodAutoscaler>(&client, namespace);
+        let stores =
+            Stores { deployments, services, pdbs, config_maps, network_policies, autoscalers };
         let ctx = Arc::new(Context {
             client: client.clone(),
             stores: stores.clone(),
@@ -124,6 +128,7 @@ pub async fn run(
                 .owns_stream(pdb_events)
                 .owns_stream(config_map_events)
                 .owns_stream(network_policy_events)
+                .owns_stream(autoscaler_events)
                 .graceful_shutdown_on(shutdown.clone());
         synced.push(all_synced(controller.store(), stores).boxed());
         controllers.push(
@@ -164,9 +169,10 @@ async fn all_synced(pools: reflector::Store<RenderPool>, stores: Stores) -> bool
         stores.services.wait_until_ready(),
         stores.pdbs.wait_until_ready(),
         stores.config_maps.wait_until_ready(),
-        stores.network_policies.wait_until_ready()
+        stores.network_policies.wait_until_ready(),
+        stores.autoscalers.wait_until_ready()
     );
-    matches!(synced, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
+    matches!(synced, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
 }
 
 /// A reflector over the operator's children of one kind, as a trigger stream and its cache.

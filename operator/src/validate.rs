@@ -5,9 +5,11 @@
 //! timeout against the job deadline); the same bounds are checked here again, so a RenderPool
 //! stored under an older CRD becomes Degraded instead of reaching the arithmetic. What needs the
 //! formula (does the memory hold one slot?) is only checked here, and reported as Degraded.
+//! So is the render pods' termination grace period against node autoscalers' drain limit, which
+//! the CRD also refuses.
 
-use crate::crd::RenderPoolSpec;
 use crate::crd::bounds::{self, Bound};
+use crate::crd::{AutoscalingSpec, RenderPoolSpec};
 use renderpool_sizing::{
     DEFAULT_OFFICE_CACHE_BYTES, Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy,
     office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots, supervisor_share,
@@ -44,6 +46,18 @@ pub enum SpecError {
         /// What is allowed, in words.
         allowed: String,
     },
+    /// The render pods' termination grace period is past what node autoscalers wait for.
+    #[error(
+        "the render pods' termination grace period would be {seconds} s (preStopSeconds + \
+         drainDelayMs + jobDeadlineMs + {margin} s); cluster-autoscaler kills a pod it drains \
+         after {max} s, so lower spec.jobDeadlineMs, spec.drainDelayMs or spec.preStopSeconds",
+        margin = bounds::GRACE_MARGIN_SECONDS,
+        max = bounds::MAX_GRACE_SECONDS
+    )]
+    GracePeriodTooLong {
+        /// The grace period the spec asks for.
+        seconds: i64,
+    },
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -57,6 +71,7 @@ impl SpecError {
             Self::Sizing(SizingError::MemoryTooSmall { .. }) => "MemoryTooSmallForOneSlot",
             Self::Sizing(SizingError::Zero(_)) => "ZeroSizing",
             Self::Sizing(SizingError::TooLarge(_)) | Self::OutOfRange { .. } => "OutOfRange",
+            Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
             Self::Rejected(_) => "ChildRejected",
         }
     }
@@ -73,6 +88,8 @@ pub struct PoolPlan {
     pub slots: SlotPlan,
     /// Render replicas wanted.
     pub replicas: i32,
+    /// Seconds the kubelet gives a stopping render pod before SIGKILL.
+    pub grace_period_seconds: i64,
     /// Gotenberg figures, when the pool has one.
     pub gotenberg: Option<GotenbergPlan>,
 }
@@ -107,6 +124,13 @@ impl PoolPlan {
 /// Checks a spec and derives its figures with the shared sizing code.
 pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     check_numbers(spec)?;
+    if let Some(autoscaling) = &spec.autoscaling {
+        check_autoscaling(autoscaling, spec.queue_depth)?;
+    }
+    let grace_period_seconds = grace_period_seconds(spec);
+    if grace_period_seconds > bounds::MAX_GRACE_SECONDS {
+        return Err(SpecError::GracePeriodTooLong { seconds: grace_period_seconds });
+    }
     let cpu_millis = cpu(&spec.cpu, "spec.cpu", bounds::RENDER_CPU_CORES)?;
     let memory_bytes = memory(&spec.memory, "spec.memory", bounds::MEMORY_MIB * MIB)?;
     let memory_per_slot =
@@ -143,7 +167,57 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     } else {
         None
     };
-    Ok(PoolPlan { cpu_millis, memory_bytes, slots, replicas, gotenberg })
+    Ok(PoolPlan { cpu_millis, memory_bytes, slots, replicas, grace_period_seconds, gotenberg })
+}
+
+/// preStop, drain, one full job and a margin, each in whole seconds rounded up, so a job that
+/// started just before shutdown still finishes. Gotenberg's (preStop, its timeout of at most the
+/// job deadline, a margin) is never longer, so this one is what node autoscalers must wait for.
+fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
+    let drain = spec.drain_delay_ms.max(0).saturating_add(999) / 1000;
+    let deadline = spec.job_deadline_ms.max(0).saturating_add(999) / 1000;
+    // Each term is bounded by check_numbers; saturation only guards the arithmetic itself.
+    spec.pre_stop_seconds
+        .max(0)
+        .saturating_add(drain)
+        .saturating_add(deadline)
+        .saturating_add(bounds::GRACE_MARGIN_SECONDS)
+}
+
+/// The autoscaler's figures within their bounds, its floor under its ceiling and its queue
+/// target within what a pod can queue.
+fn check_autoscaling(a: &AutoscalingSpec, queue_depth: i32) -> Result<(), SpecError> {
+    let fields: [(&'static str, Option<i32>, Bound); 5] = [
+        ("spec.autoscaling.minReplicas", Some(a.min_replicas), bounds::AUTOSCALING_REPLICAS),
+        ("spec.autoscaling.maxReplicas", Some(a.max_replicas), bounds::AUTOSCALING_REPLICAS),
+        (
+            "spec.autoscaling.targetBusyPercent",
+            Some(a.target_busy_percent),
+            bounds::TARGET_BUSY_PERCENT,
+        ),
+        ("spec.autoscaling.targetQueueDepth", a.target_queue_depth, bounds::TARGET_QUEUE_DEPTH),
+        (
+            "spec.autoscaling.scaleDownStabilizationSeconds",
+            Some(a.scale_down_stabilization_seconds),
+            bounds::SCALE_DOWN_STABILIZATION_SECONDS,
+        ),
+    ];
+    check_bounds(fields.map(|(field, value, bound)| (field, value.map(i64::from), bound)))?;
+    if a.min_replicas > a.max_replicas {
+        return Err(SpecError::OutOfRange {
+            field: "spec.autoscaling.minReplicas",
+            value: a.min_replicas.to_string(),
+            allowed: format!("at most spec.autoscaling.maxReplicas ({})", a.max_replicas),
+        });
+    }
+    match a.target_queue_depth {
+        Some(target) if target > queue_depth => Err(SpecError::OutOfRange {
+            field: "spec.autoscaling.targetQueueDepth",
+            value: target.to_string(),
+            allowed: format!("at most spec.queueDepth ({queue_depth}), what a pod can queue"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Every whole-number field within the bounds the CRD declares for it.
@@ -167,6 +241,13 @@ fn check_numbers(spec: &RenderPoolSpec) -> Result<(), SpecError> {
         ("spec.gotenberg.queueSize", Some(g.queue_size.into()), bounds::QUEUE_SIZE),
         ("spec.gotenberg.timeoutSeconds", optional(g.timeout_seconds), bounds::TIMEOUT_SECONDS),
     ];
+    check_bounds(fields)
+}
+
+/// The first field outside its bound, as an error naming it.
+fn check_bounds<const N: usize>(
+    fields: [(&'static str, Option<i64>, Bound); N],
+) -> Result<(), SpecError> {
     for (field, value, bound) in fields {
         if let Some(value) = value.filter(|v| !bound.contains(*v)) {
             return Err(SpecError::OutOfRange {
@@ -286,6 +367,49 @@ mod tests {
         let err = validate(&spec_from_yaml("memoryPerSlot: '18446744073709551616'")).unwrap_err();
         assert_eq!(err.reason(), "InvalidQuantity");
         assert!(err.to_string().contains("out of range"), "{err}");
+    }
+
+    #[test]
+    fn bad_autoscaling_is_refused_with_its_field() {
+        for (yaml, field) in [
+            ("minReplicas: 5\n  maxReplicas: 4", "spec.autoscaling.minReplicas"),
+            ("minReplicas: 0\n  maxReplicas: 4", "spec.autoscaling.minReplicas"),
+            ("maxReplicas: 1001", "spec.autoscaling.maxReplicas"),
+            ("maxReplicas: 4\n  targetBusyPercent: 0", "spec.autoscaling.targetBusyPercent"),
+            ("maxReplicas: 4\n  targetBusyPercent: 101", "spec.autoscaling.targetBusyPercent"),
+            ("maxReplicas: 4\n  targetQueueDepth: 0", "spec.autoscaling.targetQueueDepth"),
+            ("maxReplicas: 4\n  targetQueueDepth: 65", "spec.autoscaling.targetQueueDepth"),
+            (
+                "maxReplicas: 4\n  scaleDownStabilizationSeconds: 3601",
+                "spec.autoscaling.scaleDownStabilizationSeconds",
+            ),
+        ] {
+            let err = validate(&spec_from_yaml(&format!("autoscaling:\n  {yaml}"))).unwrap_err();
+            assert_eq!(err.reason(), "OutOfRange", "{yaml}: {err}");
+            assert!(err.to_string().starts_with(field), "{yaml}: {err}");
+        }
+        let err = validate(&spec_from_yaml("autoscaling:\n  minReplicas: 5\n  maxReplicas: 4"))
+            .unwrap_err();
+        assert!(err.to_string().contains("at most spec.autoscaling.maxReplicas (4)"), "{err}");
+        // The default queue holds 64: a target of 64 can be reached.
+        let plan =
+            validate(&spec_from_yaml("autoscaling:\n  maxReplicas: 4\n  targetQueueDepth: 64"));
+        assert!(plan.is_ok());
+    }
+
+    #[test]
+    fn a_grace_period_past_node_autoscalers_drain_limit_is_refused() {
+        // 5 preStop + 1 drain + 595 deadline + 5 margin = 606 s.
+        let err = validate(&spec_from_yaml("jobDeadlineMs: 595000")).unwrap_err();
+        assert_eq!(err.reason(), "GracePeriodTooLong");
+        let text = err.to_string();
+        assert!(text.contains("would be 606 s"), "{text}");
+        assert!(text.contains("after 600 s") && text.contains("spec.jobDeadlineMs"), "{text}");
+        // 5 + 1 + 589 + 5 = 600 s is the most allowed.
+        assert_eq!(
+            validate(&spec_from_yaml("jobDeadlineMs: 589000")).unwrap().grace_period_seconds,
+            600
+        );
     }
 
     #[test]

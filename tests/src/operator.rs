@@ -214,7 +214,8 @@ impl Drop for OperatorProcess {
 }
 
 /// resourceVersion of every object of the kinds a RenderPool owns (Deployments, Services,
-/// PodDisruptionBudgets, ConfigMaps, NetworkPolicies) in `namespace` that `list` selects, keyed
+/// PodDisruptionBudgets, ConfigMaps, NetworkPolicies, HorizontalPodAutoscalers, whose status the
+/// HPA controller also writes) in `namespace` that `list` selects, keyed
 /// `Kind/name`: two calls that return the same map saw nothing written in between.
 pub async fn child_versions(
     client: &kube::Client,
@@ -222,6 +223,7 @@ pub async fn child_versions(
     list: &kube::api::ListParams,
 ) -> BTreeMap<String, String> {
     use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use k8s_openapi::api::core::v1::{ConfigMap, Service};
     use k8s_openapi::api::networking::v1::NetworkPolicy;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -241,5 +243,6 @@ pub async fn child_versions(
     versions!(PodDisruptionBudget);
     versions!(ConfigMap);
     versions!(NetworkPolicy);
+    versions!(HorizontalPodAutoscaler);
     out
 }

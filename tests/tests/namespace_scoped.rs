@@ -34,6 +34,7 @@ async fn a_scoped_install_reconciles_its_namespaces_and_nothing_else() {
         vec!["patch", "renderpools.renderpool.dev", "--subresource=status", "-n", second.name()],
         vec!["create", "deployments.apps", "-n", first.name()],
         vec!["delete", "networkpolicies.networking.k8s.io", "-n", second.name()],
+        vec!["patch", "horizontalpodautoscalers.autoscaling", "-n", first.name()],
         vec!["patch", "leases.coordination.k8s.io/renderpool-operator", "-n", RELEASE_NAMESPACE],
     ] {
         assert!(can(&allowed), "should be allowed: {allowed:?}");
@@ -44,6 +45,8 @@ async fn a_scoped_install_reconciles_its_namespaces_and_nothing_else() {
         vec!["watch", "deployments.apps", "-A"],
         vec!["watch", "renderpools.renderpool.dev", "-n", outside.name()],
         vec!["create", "deployments.apps", "-n", outside.name()],
+        vec!["watch", "horizontalpodautoscalers.autoscaling", "-A"],
+        vec!["patch", "horizontalpodautoscalers.autoscaling", "-n", outside.name()],
         vec!["list", "configmaps", "-n", outside.name()],
         vec!["create", "deployments.apps", "-n", RELEASE_NAMESPACE],
         // Nor, where it does watch, anything it never uses.

@@ -34,8 +34,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{- /* What the reconciler uses, verb by verb: it lists and watches RenderPools and writes their
        status by server-side apply (patch); it server-side applies (create + patch), watches and,
-       for a Gotenberg pool turned off, deletes the children; it records Events. No get: every
-       read comes from its watch caches. */}}
+       for a Gotenberg pool or autoscaling turned off, deletes the children (the autoscaler is a
+       HorizontalPodAutoscaler); it records Events. No get: every read comes from its watch
+       caches. */}}
 {{- define "renderpool-operator.rules" -}}
 - apiGroups: [renderpool.dev]
   resources: [renderpools]
@@ -54,6 +55,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [list, watch, create, patch, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
+  verbs: [list, watch, create, patch, delete]
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
   verbs: [list, watch, create, patch, delete]
 - apiGroups: [events.k8s.io]
   resources: [events]

@@ -1,10 +1,12 @@
 //! Pure builders: a validated RenderPool becomes the objects that run it. No API calls here.
 
+mod autoscaler;
 mod common;
 mod gotenberg;
 mod office;
 mod render;
 
+pub use autoscaler::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 pub use common::{Component, child_name, office_share_name, selector_labels, selector_string};
 pub use gotenberg::{GOTENBERG_PORT, gotenberg_args};
 pub use office::{OFFICE_MOUNT, SHARE_KEY};
@@ -12,6 +14,7 @@ pub use office::{OFFICE_MOUNT, SHARE_KEY};
 use crate::crd::RenderPool;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -52,6 +55,8 @@ pub struct Children {
     pub render: ComponentObjects,
     /// The Gotenberg pool, absent when disabled.
     pub gotenberg: Option<GotenbergObjects>,
+    /// The render pods' autoscaler (named like the pool), absent without `spec.autoscaling`.
+    pub autoscaler: Option<HorizontalPodAutoscaler>,
 }
 
 /// A RenderPool that cannot own children (it has not been stored by the API server).
@@ -67,7 +72,8 @@ pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMeta
     let ctx = common::Meta { pool: name, namespace, owner };
     let render = render::objects(&ctx, &pool.spec, plan);
     let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g));
-    Ok(Children { render, gotenberg })
+    let autoscaler = pool.spec.autoscaling.as_ref().map(|a| autoscaler::autoscaler(&ctx, a));
+    Ok(Children { render, gotenberg, autoscaler })
 }
 
 #[cfg(test)]

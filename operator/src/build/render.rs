@@ -20,8 +20,6 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub const RENDER_PORT: i32 = 8080;
 /// The distroless "nonroot" user the render image runs as.
 const RENDER_UID: i64 = 65532;
-/// Extra seconds past preStop + drain + deadline before the kubelet sends SIGKILL.
-const GRACE_MARGIN_SECONDS: i64 = 5;
 
 pub(super) fn objects(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> ComponentObjects {
     ComponentObjects {
@@ -60,19 +58,6 @@ fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar
     vars
 }
 
-/// Seconds the kubelet waits before SIGKILL: preStop, drain, one full job, and a margin, so a
-/// job that started just before shutdown still finishes.
-pub fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
-    let drain = spec.drain_delay_ms.max(0).saturating_add(999) / 1000;
-    let deadline = spec.job_deadline_ms.max(0).saturating_add(999) / 1000;
-    // Each term is bounded by validation; saturation only guards the arithmetic itself.
-    spec.pre_stop_seconds
-        .max(0)
-        .saturating_add(drain)
-        .saturating_add(deadline)
-        .saturating_add(GRACE_MARGIN_SECONDS)
-}
-
 fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment {
     let (tmp, tmp_mount) = tmp_volume("64Mi".into(), Scratch::Memory);
     let mut volumes = vec![tmp];
@@ -103,7 +88,9 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
         security_context: Some(pod_security(RENDER_UID)),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
-        termination_grace_period_seconds: Some(grace_period_seconds(spec)),
+        // preStop, drain, one full job and a margin (validation keeps it within node
+        // autoscalers' drain limit), so a job that started just before shutdown still finishes.
+        termination_grace_period_seconds: Some(plan.grace_period_seconds),
         ..PodSpec::default()
     };
     place(&mut pod, spec, &meta.pool, Component::Render);

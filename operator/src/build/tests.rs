@@ -258,6 +258,119 @@ fn children_are_owned_labelled_and_selected_consistently() {
 }
 
 #[test]
+fn autoscaling_makes_an_owned_hpa_on_the_pools_scale_with_the_saturation_metrics() {
+    let c = children(
+        "autoscaling:\n  minReplicas: 2\n  maxReplicas: 9\n  targetBusyPercent: 65\n  \
+         targetQueueDepth: 3\n  scaleDownStabilizationSeconds: 120",
+    );
+    let hpa = c.autoscaler.unwrap();
+    assert_eq!(hpa.metadata.name.as_deref(), Some("docs"), "named exactly like the pool");
+    assert_eq!(hpa.metadata.namespace.as_deref(), Some("docs"));
+    let owner = &hpa.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("RenderPool", Some(true)));
+    assert_eq!(
+        hpa.metadata.labels.as_ref().unwrap(),
+        &c.render.deployment.metadata.labels.unwrap()
+    );
+    let spec = hpa.spec;
+    let target = &spec.scale_target_ref;
+    assert_eq!(
+        (target.api_version.as_deref(), target.kind.as_str(), target.name.as_str()),
+        (Some("renderpool.dev/v1alpha1"), "RenderPool", "docs")
+    );
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(2), 9));
+    let metrics: Vec<_> = spec
+        .metrics
+        .unwrap()
+        .into_iter()
+        .map(|m| {
+            let pods = m.pods.unwrap();
+            (m.type_, pods.metric.name, pods.target.type_, pods.target.average_value.unwrap().0)
+        })
+        .collect();
+    let pods = |name: &str, value: &str| {
+        ("Pods".to_string(), name.to_string(), "AverageValue".to_string(), value.to_string())
+    };
+    assert_eq!(
+        metrics,
+        [pods(BUSY_SLOT_RATIO_METRIC, "650m"), pods(QUEUE_DEPTH_METRIC, "3")],
+        "busy ratio as a fraction, queue depth as jobs"
+    );
+    assert_eq!(BUSY_SLOT_RATIO_METRIC, "renderpod_busy_slot_ratio");
+    assert_eq!(QUEUE_DEPTH_METRIC, "renderpod_queue_depth");
+    let behavior = spec.behavior.unwrap();
+    assert_eq!(behavior.scale_down.unwrap().stabilization_window_seconds, Some(120));
+    assert_eq!(behavior.scale_up, None, "scale-up keeps the HPA's defaults");
+}
+
+#[test]
+fn autoscaling_defaults_to_one_metric_and_is_absent_unless_asked_for() {
+    assert!(children("{}").autoscaler.is_none());
+    let spec = children("autoscaling:\n  maxReplicas: 4").autoscaler.unwrap().spec;
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(1), 4));
+    let metrics = spec.metrics.unwrap();
+    assert_eq!(metrics.len(), 1, "no queue target, no queue metric");
+    let target = &metrics[0].pods.as_ref().unwrap().target;
+    assert_eq!(target.average_value.as_ref().unwrap().0, "700m");
+    let down = spec.behavior.unwrap().scale_down.unwrap();
+    assert_eq!(down.stabilization_window_seconds, Some(300));
+}
+
+#[test]
+fn autoscaling_leaves_the_render_pods_and_their_replicas_to_the_spec() {
+    let manual = children("replicas: 3");
+    let scaled = children("replicas: 3\nautoscaling:\n  minReplicas: 5\n  maxReplicas: 8");
+    // The Deployment follows spec.replicas, which the autoscaler writes through /scale; the
+    // operator never sets it from minReplicas itself.
+    assert_eq!(scaled.render, manual.render);
+    assert_eq!(scaled.render.deployment.spec.replicas, Some(3));
+}
+
+#[test]
+fn every_container_has_requests_and_no_pod_blocks_node_autoscalers() {
+    let c = children("{}");
+    let g = c.gotenberg.unwrap();
+    for d in [&c.render.deployment, &g.deployment] {
+        let template = &d.spec.template;
+        let pod = template.spec.as_ref().unwrap();
+        let init = pod.init_containers.iter().flatten();
+        for ctr in pod.containers.iter().chain(init) {
+            let requests = ctr.resources.clone().unwrap().requests.unwrap();
+            assert!(
+                requests.contains_key("cpu") && requests.contains_key("memory"),
+                "{}",
+                ctr.name
+            );
+        }
+        // Evictable by cluster-autoscaler and never pinned against Karpenter's consolidation:
+        // the drain finishes admitted work, so blocking would only keep nodes.
+        let annotations = template.metadata.clone().unwrap().annotations.unwrap();
+        assert_eq!(
+            annotations,
+            BTreeMap::from([(
+                "cluster-autoscaler.kubernetes.io/safe-to-evict".to_string(),
+                "true".to_string()
+            )])
+        );
+        // Within cluster-autoscaler's default drain limit.
+        assert!(pod.termination_grace_period_seconds.unwrap() <= 600);
+    }
+    for pdb in [&c.render.pdb, &g.pdb] {
+        assert_eq!(pdb.spec.clone().unwrap().max_unavailable, Some(IntOrString::Int(1)));
+    }
+}
+
+#[test]
+fn the_longest_accepted_drain_fits_and_gotenberg_never_outlasts_the_render_pods() {
+    // 120 preStop + 120 drain + 355 deadline + 5 margin = 600 s, the most allowed.
+    let c = children("preStopSeconds: 120\ndrainDelayMs: 120000\njobDeadlineMs: 355000");
+    let grace =
+        |d: &Deployment| d.spec.template.spec.clone().unwrap().termination_grace_period_seconds;
+    assert_eq!(grace(&c.render.deployment), Some(600));
+    assert!(grace(&c.gotenberg.unwrap().deployment).unwrap() <= 600);
+}
+
+#[test]
 fn a_pool_never_stored_cannot_own_children() {
     let mut pool = pool_from_yaml("docs", "{}");
     pool.metadata.uid = None;

@@ -40,6 +40,20 @@ pub const RESTART_AFTER: Bound = Bound { min: 0, max: 100_000 };
 pub const QUEUE_SIZE: Bound = Bound { min: 1, max: 1000 };
 /// Gotenberg's request timeout in seconds (at most the longest job deadline).
 pub const TIMEOUT_SECONDS: Bound = Bound { min: 1, max: JOB_DEADLINE_MS.max / 1000 };
+/// The autoscaler's replica range: at least one pod (an HPA leaves a target at 0 alone).
+pub const AUTOSCALING_REPLICAS: Bound = Bound { min: 1, max: REPLICAS.max };
+/// The busy-slot target in percent of a pod's slots.
+pub const TARGET_BUSY_PERCENT: Bound = Bound { min: 1, max: 100 };
+/// The queue-depth target in jobs waiting per pod (at most a pod's queue).
+pub const TARGET_QUEUE_DEPTH: Bound = Bound { min: 1, max: QUEUE_DEPTH.max };
+/// The scale-down stabilisation window in seconds (the HPA's own ceiling is an hour).
+pub const SCALE_DOWN_STABILIZATION_SECONDS: Bound = Bound { min: 0, max: 3600 };
+
+/// Seconds past preStop + drain + one job deadline before the kubelet kills a render pod.
+pub const GRACE_MARGIN_SECONDS: i64 = 5;
+/// Longest termination grace period of a pod: cluster-autoscaler's default
+/// --max-graceful-termination-sec, past which it kills a pod it drains from a node.
+pub const MAX_GRACE_SECONDS: i64 = 600;
 
 /// Most CPU of one render pod, in cores: whole cores become slots, and 256 is also the most an
 /// explicit slot count may ask for.
@@ -98,6 +112,41 @@ pub fn gotenberg_timeout_within_deadline() -> Rule {
          conversion at its job deadline",
     )
     .field_path(".gotenberg.timeoutSeconds")
+}
+
+/// An autoscaler's floor may not exceed its ceiling.
+pub fn min_within_max() -> Rule {
+    Rule::new("self.minReplicas <= self.maxReplicas")
+        .message("autoscaling.minReplicas may not exceed autoscaling.maxReplicas")
+        .field_path(".minReplicas")
+}
+
+/// A queue target above what a pod can queue would never be reached.
+pub fn queue_target_within_queue() -> Rule {
+    Rule::new(
+        "!has(self.autoscaling) || !has(self.autoscaling.targetQueueDepth) || \
+         self.autoscaling.targetQueueDepth <= self.queueDepth",
+    )
+    .message(
+        "autoscaling.targetQueueDepth may not exceed queueDepth: a render pod never holds more \
+         than queueDepth waiting jobs, so the target could never be reached",
+    )
+    .field_path(".autoscaling.targetQueueDepth")
+}
+
+/// The render pods' termination grace period (preStop, drain and one job deadline, each in whole
+/// seconds, plus the margin: the same sum the operator sets) fits node autoscalers' drain limit.
+pub fn grace_fits_node_autoscalers() -> Rule {
+    Rule::new(format!(
+        "self.preStopSeconds + (self.drainDelayMs + 999) / 1000 + \
+         (self.jobDeadlineMs + 999) / 1000 + {GRACE_MARGIN_SECONDS} <= {MAX_GRACE_SECONDS}"
+    ))
+    .message(Message::Message(format!(
+        "preStopSeconds + drainDelayMs + jobDeadlineMs + {GRACE_MARGIN_SECONDS} s (the render \
+         pods' termination grace period) may not exceed {MAX_GRACE_SECONDS} s, the longest \
+         cluster-autoscaler waits for a pod it drains from a node; lower jobDeadlineMs first"
+    )))
+    .field_path(".jobDeadlineMs")
 }
 
 #[cfg(test)]

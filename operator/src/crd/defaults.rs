@@ -49,3 +49,12 @@ pub fn restart_after() -> i32 {
 pub fn queue_size() -> i32 {
     2
 }
+pub fn min_replicas() -> i32 {
+    1
+}
+pub fn target_busy_percent() -> i32 {
+    70
+}
+pub fn scale_down_stabilization_seconds() -> i32 {
+    300
+}

@@ -77,10 +77,13 @@ mod defaults;
 )]
 #[x_kube(validation = bounds::slot_fits_pod())]
 #[x_kube(validation = bounds::gotenberg_timeout_within_deadline())]
+#[x_kube(validation = bounds::queue_target_within_queue())]
+#[x_kube(validation = bounds::grace_fits_node_autoscalers())]
 #[serde(rename_all = "camelCase")]
 pub struct RenderPoolSpec {
     /// Number of render pods. Also set through the /scale subresource (kubectl scale, HPA, KEDA);
-    /// a change scales the pods without replacing them.
+    /// a change scales the pods without replacing them. With autoscaling set, this belongs to
+    /// the autoscaler: leave it out of the manifests you re-apply, or each apply resets it.
     #[serde(default = "defaults::replicas")]
     #[schemars(range(min = bounds::REPLICAS.min, max = bounds::REPLICAS.max))]
     pub replicas: i32,
@@ -129,7 +132,8 @@ pub struct RenderPoolSpec {
 
     /// Deadline of one job from its arrival, in milliseconds (an Office conversion included);
     /// the pod's termination grace period is derived from it so in-flight jobs finish on
-    /// scale-in.
+    /// scale-in. preStopSeconds + drainDelayMs + jobDeadlineMs + 5 s may not exceed 600 s, the
+    /// longest cluster-autoscaler waits for a pod it drains.
     #[serde(default = "defaults::job_deadline_ms")]
     #[schemars(range(min = bounds::JOB_DEADLINE_MS.min, max = bounds::JOB_DEADLINE_MS.max))]
     pub job_deadline_ms: i64,
@@ -179,6 +183,59 @@ pub struct RenderPoolSpec {
     /// The Gotenberg pool that converts Office documents to PDF.
     #[serde(default)]
     pub gotenberg: GotenbergSpec,
+
+    /// Scale the render pods on their saturation: the operator keeps a HorizontalPodAutoscaler
+    /// named like the pool that sets replicas through /scale. Omit to scale by hand (the
+    /// operator then deletes the autoscaler it made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+}
+
+/// The autoscaler of the render pods. While it is set, spec.replicas belongs to the autoscaler:
+/// the operator never writes it, and a manifest re-applied with replicas in it resets the count.
+/// Gotenberg replicas do not autoscale; each render pod's Office share follows the render count.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = bounds::min_within_max())]
+pub struct AutoscalingSpec {
+    /// Fewest render pods the autoscaler keeps, at least 1.
+    #[serde(default = "defaults::min_replicas")]
+    #[schemars(range(
+        min = bounds::AUTOSCALING_REPLICAS.min,
+        max = bounds::AUTOSCALING_REPLICAS.max
+    ))]
+    pub min_replicas: i32,
+
+    /// Most render pods the autoscaler may run; at least minReplicas.
+    #[schemars(range(
+        min = bounds::AUTOSCALING_REPLICAS.min,
+        max = bounds::AUTOSCALING_REPLICAS.max
+    ))]
+    pub max_replicas: i32,
+
+    /// Busy slots over slots the autoscaler aims for, in percent, averaged over the render pods
+    /// (the per-pod metric renderpod_busy_slot_ratio from prometheus-adapter). Above it pods are
+    /// added, below it they are removed after the stabilisation window.
+    #[serde(default = "defaults::target_busy_percent")]
+    #[schemars(range(min = bounds::TARGET_BUSY_PERCENT.min, max = bounds::TARGET_BUSY_PERCENT.max))]
+    pub target_busy_percent: i32,
+
+    /// Jobs waiting per render pod the autoscaler aims for, averaged over the pods (the per-pod
+    /// metric renderpod_queue_depth), at most queueDepth. Optional: when set, the autoscaler
+    /// follows whichever of the two targets asks for more pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = bounds::TARGET_QUEUE_DEPTH.min, max = bounds::TARGET_QUEUE_DEPTH.max))]
+    pub target_queue_depth: Option<i32>,
+
+    /// Seconds the load must stay low before the autoscaler removes pods (the highest
+    /// recommendation of that window wins), so a lull between bursts does not shed capacity.
+    /// Scale-up is not delayed.
+    #[serde(default = "defaults::scale_down_stabilization_seconds")]
+    #[schemars(range(
+        min = bounds::SCALE_DOWN_STABILIZATION_SECONDS.min,
+        max = bounds::SCALE_DOWN_STABILIZATION_SECONDS.max
+    ))]
+    pub scale_down_stabilization_seconds: i32,
 }
 
 /// Kubernetes image pull policy.

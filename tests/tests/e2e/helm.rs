@@ -182,6 +182,9 @@ async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
         vec!["watch", "configmaps", "-A"],
         vec!["patch", "networkpolicies.networking.k8s.io", "-n", "default"],
         vec!["delete", "poddisruptionbudgets.policy", "-n", "default"],
+        vec!["watch", "horizontalpodautoscalers.autoscaling", "-A"],
+        vec!["patch", "horizontalpodautoscalers.autoscaling", "-n", "default"],
+        vec!["delete", "horizontalpodautoscalers.autoscaling", "-n", "default"],
         vec!["create", "events.events.k8s.io", "-n", "default"],
         vec!["patch", "leases.coordination.k8s.io/renderpool-operator", "-n", RELEASE_NAMESPACE],
     ] {
@@ -196,6 +199,8 @@ async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
         // Server-side apply is a patch, every read comes from a watch: no update, no get.
         vec!["update", "deployments.apps", "-n", "default"],
         vec!["get", "deployments.apps", "-n", "default"],
+        vec!["update", "horizontalpodautoscalers.autoscaling", "-n", "default"],
+        vec!["get", "horizontalpodautoscalers.autoscaling", "-n", "default"],
         vec!["update", "renderpools.renderpool.dev", "-n", "default"],
         vec!["update", "renderpools.renderpool.dev", "--subresource=status", "-n", "default"],
         vec!["update", "leases.coordination.k8s.io/renderpool-operator", "-n", RELEASE_NAMESPACE],

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helm;
+mod operator_autoscaling;
 mod operator_drift;
 mod operator_lifecycle;
 mod operator_limits;
