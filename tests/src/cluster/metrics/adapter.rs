@@ -52,24 +52,13 @@ pub(super) fn api_objects(user: &str, ca_bundle: &Value, port: u16) -> Value {
         json!([{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]);
     let role_ref = |kind: &str, name: &str| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name });
     let ports = json!([{ "name": "https", "protocol": "TCP", "port": port }]);
+    let [role, binding] = super::read_access(name, user, &["namespaces", "pods"]);
     json!({
         "apiVersion": "v1",
         "kind": "List",
         "items": [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": { "name": name },
-                "rules": [{ "apiGroups": [""], "resources": ["namespaces", "pods"],
-                            "verbs": ["get", "list", "watch"] }],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": { "name": name },
-                "roleRef": role_ref("ClusterRole", name),
-                "subjects": subject,
-            },
+            role,
+            binding,
             {
                 // TokenReviews and SubjectAccessReviews: who is calling, and may they.
                 "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -157,6 +157,29 @@ fn start_adapter(cluster: &Cluster, dir: &Path, prometheus_url: &str) -> Result<
     Ok(pid)
 }
 
+/// A ClusterRole `name` that may get, list and watch the core `resources`, and its binding to
+/// `user`: what each daemon of the pipeline reads of the cluster.
+fn read_access(name: &str, user: &str, resources: &[&str]) -> [serde_json::Value; 2] {
+    [
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": { "name": name },
+            "rules": [{ "apiGroups": [""], "resources": resources,
+                        "verbs": ["get", "list", "watch"] }],
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": name },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                           "name": user }],
+        }),
+    ]
+}
+
 /// The samples of an instant query's answer (`resultType` vector).
 fn parse_vector(body: &serde_json::Value) -> Result<Vec<Sample>, String> {
     if body["status"] != "success" {

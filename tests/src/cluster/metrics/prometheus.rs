@@ -60,29 +60,8 @@ fn with_test_discovery(shipped: Value, kubeconfig: &Path) -> Result<Value, Strin
 
 /// Read access to pods for Prometheus's identity, as one `kubectl apply` list.
 pub(super) fn api_objects(user: &str) -> Value {
-    let name = "renderpool-tests:prometheus";
-    json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": { "name": name },
-                "rules": [{ "apiGroups": [""], "resources": ["pods"],
-                            "verbs": ["get", "list", "watch"] }],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": { "name": name },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": name },
-                "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                               "name": user }],
-            },
-        ],
-    })
+    let items = super::read_access("renderpool-tests:prometheus", user, &["pods"]);
+    json!({ "apiVersion": "v1", "kind": "List", "items": items })
 }
 
 /// Command-line arguments: the web listener on 127.0.0.1 only, the data under `data_dir`.
