@@ -1,8 +1,9 @@
-//! Autoscaling on saturation, on the real node: the chart's operator as pods, Prometheus
+//! Autoscaling on saturation, on the real node: the operator with the chart's rights and the
+//! HPA it makes from the pool's `spec.autoscaling`, Prometheus
 //! scraping the render pods at their pod IPs with the shipped scrape job, prometheus-adapter
 //! serving the shipped rules as `custom.metrics.k8s.io` through the API server's aggregation
-//! layer, and the controller-manager's HPA scaling a RenderPool through its `/scale` on the
-//! pods' busy-slot ratio.
+//! layer, and the controller-manager's HPA controller scaling the RenderPool through its
+//! `/scale` on the pods' busy-slot ratio.
 //!
 //! A load ramp through the render Service drives the ratio up; the HPA raises the pool's
 //! replicas before most requests are refused, and lowers them after its stabilisation window
@@ -19,10 +20,12 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
 use kube::api::ListParams;
+use renderpool_operator::build::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 use renderpool_operator::crd::RenderPool;
+use renderpool_tests::cluster::metrics::rules_path;
 use renderpool_tests::cluster::{Cluster, HPA_SYNC_SECONDS, run, run_with_input};
 use renderpool_tests::load::{Load, Tally};
-use renderpool_tests::operator::ChartInstall;
+use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
 use renderpool_tests::{repo_root, wait_for};
 use serde_json::{Value, json};
 
@@ -34,9 +37,8 @@ const POOL: &str = "ramp";
 /// The ceiling of the ramp pool: three render pods of 500m beside the operator's two of 100m
 /// fit the node's 2 CPUs.
 const MAX_REPLICAS: i32 = 3;
-/// The HPA's target for the busy-slot ratio, as the Pods metric's AverageValue.
-const TARGET_BUSY: &str = "700m";
-const TARGET_BUSY_RATIO: f64 = 0.7;
+/// The target busy-slot ratio, in percent as `spec.autoscaling` takes it.
+const TARGET_BUSY_PERCENT: i32 = 70;
 /// A short scale-down stabilisation window, so the test sees the scale-in in a minute.
 const SCALE_DOWN_WINDOW_SECONDS: u64 = 30;
 /// The ramp: clients added at each step, and how long each step lasts.
@@ -50,15 +52,16 @@ const LOAD_REQUEST: &str = "/v1/render?page=1&dpi=300";
 const LOAD_DOCUMENT: &str = "pdf/vector.pdf";
 
 /// The small pool: one slot per pod (0.5 CPU rounds up to one slot; (512Mi - 196Mi for the
-/// supervisor) / 256Mi = 1), two jobs queued at most, so a saturated pod refuses quickly.
+/// supervisor) / 256Mi = 1), two jobs queued at most, so a saturated pod refuses quickly; the
+/// operator's HPA between 1 and [`MAX_REPLICAS`] on the busy-slot ratio.
 fn pool_manifest(node_selector: &Value) -> Value {
     json!({
         "apiVersion": "renderpool.dev/v1alpha1",
         "kind": "RenderPool",
         "metadata": { "name": POOL },
         "spec": {
-            // Where the ramp starts; the HPA owns the field from then on (nothing re-applies
-            // this manifest).
+            // Where the ramp starts (rather than the default 2); the HPA owns the field from
+            // then on, and nothing re-applies this manifest.
             "replicas": 1,
             "cpu": "500m",
             "memory": "512Mi",
@@ -67,34 +70,11 @@ fn pool_manifest(node_selector: &Value) -> Value {
             "preStopSeconds": 2,
             "nodeSelector": node_selector,
             "gotenberg": { "enabled": false },
-        },
-    })
-}
-
-/// The HPA the operator makes from `spec.autoscaling` (named like the pool, targeting its
-/// `/scale`), applied by hand until the operator makes it.
-fn hpa_manifest() -> Value {
-    json!({
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": { "name": POOL },
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "renderpool.dev/v1alpha1",
-                "kind": "RenderPool",
-                "name": POOL,
-            },
-            "minReplicas": 1,
-            "maxReplicas": MAX_REPLICAS,
-            "metrics": [{
-                "type": "Pods",
-                "pods": {
-                    "metric": { "name": "renderpod_busy_slot_ratio" },
-                    "target": { "type": "AverageValue", "averageValue": TARGET_BUSY },
-                },
-            }],
-            "behavior": {
-                "scaleDown": { "stabilizationWindowSeconds": SCALE_DOWN_WINDOW_SECONDS },
+            "autoscaling": {
+                "minReplicas": 1,
+                "maxReplicas": MAX_REPLICAS,
+                "targetBusyPercent": TARGET_BUSY_PERCENT,
+                "scaleDownStabilizationSeconds": SCALE_DOWN_WINDOW_SECONDS,
             },
         },
     })
@@ -159,6 +139,8 @@ struct Watch {
     pools: Api<RenderPool>,
     pods: Api<Pod>,
     started: Instant,
+    /// What the load came to, once it has stopped (the later samples show it).
+    finished: Option<Tally>,
     /// Every render pod's `pod-template-hash`, over the whole test.
     template_hashes: BTreeSet<String>,
     timeline: Vec<Sample>,
@@ -183,11 +165,11 @@ impl Watch {
         let sample = Sample {
             at: self.started.elapsed(),
             clients: load.map_or(0, Load::clients),
-            busy: self.mean("renderpod_busy_slot_ratio").await,
-            queued: self.mean("renderpod_queue_depth").await,
+            busy: self.mean(BUSY_SLOT_RATIO_METRIC).await,
+            queued: self.mean(QUEUE_DEPTH_METRIC).await,
             spec_replicas: pool.spec.replicas,
             ready_replicas: pool.status.map_or(0, |s| s.ready_replicas),
-            tally: load.map(Load::tally).unwrap_or_default(),
+            tally: load.map(Load::tally).or_else(|| self.finished.clone()).unwrap_or_default(),
         };
         eprintln!("{sample}");
         self.timeline.push(sample.clone());
@@ -223,9 +205,12 @@ async fn render_replica_sets(client: &kube::Client, namespace: &str) -> Vec<Stri
 
 #[tokio::test]
 async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window() {
+    // The chart first, while only kwok nodes exist: its operator pods are bound there (kwok
+    // plays them, nothing runs), and the operator that works is this workspace's binary with
+    // the chart's ServiceAccount token. The real node's CPUs are left to the render pods.
+    let operator = OperatorProcess::start(ChartInstall::shared().await).await;
     let cluster = Cluster::shared_with_real_node();
     let node = cluster.real_node();
-    ChartInstall::on_real_node().await;
     let started = Instant::now();
     let metrics = cluster.metrics();
     eprintln!(
@@ -236,6 +221,11 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     let ns = namespace.name().to_string();
     let client = cluster.client().await;
     apply(cluster, &ns, &pool_manifest(&node.node_selector()));
+    let operators: Api<Pod> = Api::namespaced(client.clone(), RELEASE_NAMESPACE);
+    for pod in operators.list(&ListParams::default()).await.unwrap() {
+        let on = pod.spec.and_then(|s| s.node_name);
+        assert_ne!(on.as_deref(), Some(node.name()), "an operator pod runs on the real node");
+    }
     let pools: Api<RenderPool> = Api::namespaced(client.clone(), &ns);
     wait_pool(&pools, POOL, Duration::from_secs(180), |pool| {
         is_settled(pool) && pool.status.as_ref().is_some_and(|s| s.ready_replicas == 1)
@@ -246,23 +236,32 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
 
     // The adapter serves the pod's ratio once Prometheus has scraped it and a relist saw it.
     let served = wait_for(Duration::from_secs(60), || async {
-        let values = metrics.pod_metric(&client, &ns, "renderpod_busy_slot_ratio").await.ok()?;
+        let values = metrics.pod_metric(&client, &ns, BUSY_SLOT_RATIO_METRIC).await.ok()?;
         (values.len() == 1).then_some(values)
     })
     .await;
-    let served = served.expect("the adapter never served renderpod_busy_slot_ratio");
+    let served =
+        served.unwrap_or_else(|| panic!("the adapter never served {BUSY_SLOT_RATIO_METRIC}"));
     eprintln!("custom.metrics.k8s.io before the load: {served:?}");
     assert!(served.values().all(|v| (0.0..=1.0).contains(v)), "{served:?}");
 
-    apply(cluster, &ns, &hpa_manifest());
+    // The operator's HPA, named like the pool and aimed at its /scale, reads the metric.
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
     let active = wait_for(Duration::from_secs(60), || async {
-        let status = hpas.get(POOL).await.ok()?.status?;
+        let hpa = hpas.get(POOL).await.ok()?;
+        let target = &hpa.spec.scale_target_ref;
+        assert_eq!((target.kind.as_str(), target.name.as_str()), ("RenderPool", POOL));
+        let status = hpa.status?;
         let conditions = status.conditions.unwrap_or_default();
         conditions.iter().any(|c| c.type_ == "ScalingActive" && c.status == "True").then_some(())
     })
     .await;
-    assert!(active.is_some(), "the HPA never read the metric: {:?}", hpas.get(POOL).await);
+    assert!(
+        active.is_some(),
+        "the HPA never read the metric: {:?}\n{}",
+        hpas.get(POOL).await,
+        operator.log()
+    );
 
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let spec = services.get(&format!("{POOL}-render")).await.unwrap().spec.unwrap();
@@ -280,6 +279,7 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
         pools: pools.clone(),
         pods: Api::namespaced(client.clone(), &ns),
         started: Instant::now(),
+        finished: None,
         template_hashes: BTreeSet::new(),
         timeline: Vec::new(),
     };
@@ -303,8 +303,13 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     eprintln!("the KEDA example's query on this pool under load: {keda:?}");
     assert_eq!(keda.len(), 1, "{keda:?}");
     assert!(keda[0].value > 0.0 && keda[0].value <= 1.0, "{keda:?}");
+    for (name, pid) in metrics.daemons() {
+        let rss = renderpool_tests::rss_bytes(*pid).unwrap_or_default();
+        eprintln!("{name} RSS under load: {} MiB", rss >> 20);
+    }
     let load_stopped = Instant::now();
     let tally = load.stop().await;
+    watch.finished = Some(tally.clone());
 
     let scaled_in = watch
         .follow(None, Duration::from_secs(SCALE_DOWN_WINDOW_SECONDS + 120), |s| {
@@ -347,7 +352,8 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
 
     // What drove the scale: the adapter's ratio passed the target under load.
     let peak = timeline.iter().filter_map(|s| s.busy).fold(0.0, f64::max);
-    assert!(peak > TARGET_BUSY_RATIO, "the busy ratio peaked at {peak:.2}");
+    let target = f64::from(TARGET_BUSY_PERCENT) / 100.0;
+    assert!(peak > target, "the busy ratio peaked at {peak:.2}");
     // The HPA scaled through /scale before most requests were refused: most completed.
     assert!(tally.admitted > 0, "the load sent nothing");
     assert!(tally.refusals() * 2 < tally.admitted, "most requests were refused: {tally}");
@@ -442,4 +448,18 @@ async fn the_keda_example_is_a_valid_scaled_object_for_kedas_own_crd() {
         refused.contains("minReplicaCount must be less than or equal to maxReplicaCount"),
         "{refused}"
     );
+}
+
+#[test]
+fn the_shipped_adapter_rules_serve_the_two_metrics_the_operators_hpa_reads() {
+    let path = rules_path();
+    let rules: Value = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    let served: BTreeSet<&str> = rules["rules"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rules in {rules}"))
+        .iter()
+        .map(|rule| rule["name"]["as"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(served, BTreeSet::from([BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC]));
 }
