@@ -1,9 +1,9 @@
-//! Autoscaling on saturation, on the real node: the operator with the chart's rights and the
-//! HPA it makes from the pool's `spec.autoscaling`, Prometheus
-//! scraping the render pods at their pod IPs with the shipped scrape job, prometheus-adapter
-//! serving the shipped rules as `custom.metrics.k8s.io` through the API server's aggregation
-//! layer, and the controller-manager's HPA controller scaling the RenderPool through its
-//! `/scale` on the pods' busy-slot ratio.
+//! Autoscaling on saturation, on the real node: the operator with the chart's rights and the HPA
+//! it makes from the pool's `spec.autoscaling`, Prometheus scraping the render pods at their pod
+//! IPs with the shipped scrape job, prometheus-adapter serving the shipped rules as
+//! `custom.metrics.k8s.io` through the API server's aggregation layer, and the
+//! controller-manager's HPA controller scaling the RenderPool through its `/scale` on the pods'
+//! busy-slot ratio.
 //!
 //! A load ramp through the render Service drives the ratio up; the HPA raises the pool's
 //! replicas before most requests are refused, and lowers them after its stabilisation window
@@ -34,8 +34,8 @@ mod operator_support;
 use operator_support::{is_settled, wait_pool};
 
 const POOL: &str = "ramp";
-/// The ceiling of the ramp pool: three render pods of 500m beside the operator's two of 100m
-/// fit the node's 2 CPUs.
+/// The ceiling of the ramp pool: three render pods of 500m fit the node's 2 CPUs (the operator
+/// runs as a host process here, not on the node).
 const MAX_REPLICAS: i32 = 3;
 /// The target busy-slot ratio, in percent as `spec.autoscaling` takes it.
 const TARGET_BUSY_PERCENT: i32 = 70;
