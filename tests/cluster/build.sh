@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu) and the real test
-# node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) from
-# the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
+# kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu), the real test
+# node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) and
+# the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider, and
+# KEDA's ScaledObject CRD) from the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
 # `build.sh gotenberg` for scripts/run.sh --office), only those are built.
@@ -27,12 +28,13 @@ stamp() {
 bin="$cache/bin"
 mkdir -p "$bin"
 
-build() { # [BUILD_TAGS=...] [LINK_DIR=...] build <wrapper> <version> <ldflags> <package>...
+build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
   wanted "$wrapper" || return 0
-  local dest
-  # Tags join the stamp only when set, so untagged tools keep the stamps they had.
-  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} "$@")"
+  local toolchain=${TOOLCHAIN:-local} dest
+  # Tags and a toolchain join the stamp only when set, so other tools keep the stamps they had.
+  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} \
+    ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} "$@")"
   if [ ! -f "$dest/.complete" ]; then
     echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)" >&2
     local start=$SECONDS
@@ -40,7 +42,7 @@ build() { # [BUILD_TAGS=...] [LINK_DIR=...] build <wrapper> <version> <ldflags> 
     # A single package is named after its wrapper (etcd's main package would be "server").
     local out="$dest/"
     [ $# -eq 1 ] && out="$dest/$wrapper"
-    (cd "$here/$wrapper" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@")
+    (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@")
     touch "$dest/.complete"
     # Drop this tool's older builds so the cache holds one per tool.
     find "$cache/go" -maxdepth 1 -name "$wrapper-*" ! -path "$dest" -exec rm -rf {} +
@@ -95,6 +97,45 @@ cni_plugins=github.com/containernetworking/plugins/plugins
 LINK_DIR="$bin/cni" build cni "$(module_version cni github.com/containernetworking/plugins)" "-s -w" \
   "$cni_plugins/main/bridge" "$cni_plugins/ipam/host-local" "$cni_plugins/main/loopback"
 build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" github.com/coredns/coredns
+
+# The autoscaling pipeline. Prometheus with the Kubernetes service discovery alone (the other
+# discoveries pull in every cloud's SDK); its version stamp is the release the module version
+# stands for (v0.316.0 is Prometheus 3.16.0).
+prometheus_version=$(module_version prometheus github.com/prometheus/prometheus)
+prometheus_release=$(echo "$prometheus_version" | sed -E 's/^v0\.([0-9])0?([0-9]+)\.([0-9]+)$/\1.\2.\3/')
+BUILD_TAGS="remove_all_sd enable_kubernetes_sd" build prometheus "$prometheus_version" \
+  "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
+  github.com/prometheus/prometheus/cmd/prometheus
+build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)" "-s -w" \
+  sigs.k8s.io/prometheus-adapter/cmd/adapter
+# KEDA is not built: its ScaledObject CRD (from the module source, checked against the pinned
+# module hash) is what the tests validate the shipped KEDA example against.
+keda_version=v2.21.0 keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
+if wanted keda; then
+  keda=$(go mod download -json "github.com/kedacore/keda/v2@$keda_version")
+  keda_dir=$(echo "$keda" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  got_sum=$(echo "$keda" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p')
+  [ "$got_sum" = "$keda_sum" ] || { echo "KEDA $keda_version: module hash $got_sum, expected $keda_sum" >&2; exit 1; }
+  rm -rf "$bin/keda-crds"
+  mkdir -p "$bin/keda-crds"
+  cp "$keda_dir/config/crd/bases/keda.sh_scaledobjects.yaml" "$bin/keda-crds/"
+  chmod -R u+w "$bin/keda-crds"
+fi
+# Karpenter's go.mod asks for Go >= 1.26.9: this one build uses go1.27.3, which the Go proxy serves.
+karpenter_toolchain=go1.27.3
+TOOLCHAIN=$karpenter_toolchain build karpenter "$(module_version karpenter sigs.k8s.io/karpenter)" "-s -w" \
+  sigs.k8s.io/karpenter/kwok
+# Its CRDs and the chart whose RBAC the tests render, from the same module.
+if wanted karpenter; then
+  karpenter_dir=$(cd "$here/karpenter" && GOTOOLCHAIN=$karpenter_toolchain go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+  rm -rf "$bin/karpenter-kwok"
+  mkdir -p "$bin/karpenter-kwok/crds"
+  cp "$karpenter_dir"/kwok/charts/crds/*.yaml "$karpenter_dir/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" \
+    "$bin/karpenter-kwok/crds/"
+  cp -r "$karpenter_dir/kwok/charts" "$bin/karpenter-kwok/chart"
+  chmod -R u+w "$bin/karpenter-kwok"
+fi
+
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
 if wanted kwok; then
   kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)

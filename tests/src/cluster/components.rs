@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::addresses::SERVICE_RANGE;
-use super::pki::{self, Identities, Pki};
+use super::pki::{self, FRONT_PROXY_CLIENT, Identities, Pki};
 use super::{Cluster, ClusterError, kubeconfig};
 use crate::{free_port, process, repo_root};
 
@@ -17,7 +17,11 @@ const BIN_ENV: &str = "RENDERPOOL_CLUSTER_BIN";
 /// How long a kwok node's Lease lasts; kwok renews it every quarter of that.
 pub const KWOK_NODE_LEASE_SECONDS: u32 = 40;
 
-/// The folder with the Go-built tools (control plane, real node, Gotenberg): from
+/// How often the controller-manager's HPA controller reads metrics and sets replicas (its
+/// default is 15 s; shorter lets autoscaling tests see a decision in seconds).
+pub const HPA_SYNC_SECONDS: u32 = 5;
+
+/// The folder with the Go-built tools (control plane, real node, Gotenberg, autoscaling): from
 /// `$RENDERPOOL_CLUSTER_BIN`, or
 /// from `tests/cluster/build.sh`, which is quick once its cache is warm.
 pub(crate) fn bin_dir() -> Result<PathBuf, ClusterError> {
@@ -72,6 +76,7 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
             "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10",
             "--concurrent-gc-syncs=20",
+            &format!("--horizontal-pod-autoscaler-sync-period={HPA_SYNC_SECONDS}s"),
         ],
     )?;
 
@@ -114,10 +119,13 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
         state_dir,
         bin_dir,
         server,
+        api_port: port,
         pki,
         identities,
         kubeconfig: admin_kubeconfig,
         real_node: Default::default(),
+        metrics: Default::default(),
+        karpenter: Default::default(),
     })
 }
 
@@ -186,6 +194,17 @@ fn start_apiserver(
             &format!("--kubelet-client-key={}", path_arg(&pki.kubelet_client_key)),
             &format!("--kubelet-certificate-authority={}", path_arg(&pki.ca.cert)),
             "--kubelet-preferred-address-types=InternalIP,Hostname",
+            // The aggregation layer (custom.metrics.k8s.io from prometheus-adapter): requests
+            // reach an APIService's server with this client certificate and the caller in the
+            // X-Remote-* headers, dialled at its endpoint's address rather than its ClusterIP.
+            &format!("--requestheader-client-ca-file={}", path_arg(&pki.front_proxy_ca.cert)),
+            &format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            &format!("--proxy-client-cert-file={}", path_arg(&pki.front_proxy_client_cert)),
+            &format!("--proxy-client-key-file={}", path_arg(&pki.front_proxy_client_key)),
+            "--enable-aggregator-routing=true",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
         ],
@@ -217,9 +236,19 @@ pub(super) fn spawn(
     name: &str,
     args: &[&str],
 ) -> Result<u32, ClusterError> {
-    let log = File::create(log_path(state_dir, name))?;
     let mut command = Command::new(bin_dir.join(name));
-    command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    command.args(args);
+    spawn_command(state_dir, name, command)
+}
+
+/// As [`spawn`], for a command set up by the caller (environment, namespace).
+pub(super) fn spawn_command(
+    state_dir: &Path,
+    name: &str,
+    mut command: Command,
+) -> Result<u32, ClusterError> {
+    let log = File::create(log_path(state_dir, name))?;
+    command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     process::spawn(command).map_err(|err| ClusterError::Setup(format!("start {name}: {err}")))
 }
 

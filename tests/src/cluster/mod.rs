@@ -1,24 +1,31 @@
 //! A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and kwok fake nodes, built from pinned Go modules by
-//! `tests/cluster/build.sh`; on request also one real node ([`Cluster::real_node`]).
+//! `tests/cluster/build.sh`; on request also one real node ([`Cluster::real_node`]), the
+//! autoscaling metrics pipeline ([`Cluster::metrics`]) and Karpenter ([`Cluster::karpenter`]).
 //!
 //! One cluster serves a whole test binary ([`Cluster::shared`]); each test takes its own
 //! namespace ([`Cluster::namespace`]). Everything stops when the test process exits.
 
 pub mod addresses;
 mod components;
+pub mod karpenter;
 mod kubeconfig;
+pub mod metrics;
 mod namespace;
+pub mod netns;
 mod nodes;
 mod pki;
 pub mod real_node;
+mod relay;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-pub use components::KWOK_NODE_LEASE_SECONDS;
 pub(crate) use components::bin_dir;
+pub use components::{HPA_SYNC_SECONDS, KWOK_NODE_LEASE_SECONDS};
+pub use karpenter::Karpenter;
+pub use metrics::MetricsPipeline;
 pub use namespace::TestNamespace;
 pub use real_node::RealNode;
 
@@ -47,10 +54,14 @@ pub struct Cluster {
     state_dir: PathBuf,
     bin_dir: PathBuf,
     server: String,
+    /// The API server's port on 127.0.0.1 (the port of [`Self::server`]).
+    api_port: u16,
     pki: pki::Pki,
     identities: pki::Identities,
     kubeconfig: PathBuf,
     real_node: OnceLock<RealNode>,
+    metrics: OnceLock<MetricsPipeline>,
+    karpenter: OnceLock<Karpenter>,
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
@@ -90,6 +101,24 @@ impl Cluster {
         self.real_node
             .get()
             .ok_or_else(|| ClusterError::Setup("real node vanished after start".into()))
+    }
+
+    /// This cluster's metrics pipeline (Prometheus and prometheus-adapter serving
+    /// `custom.metrics.k8s.io`), started with the real node by the first caller.
+    pub fn metrics(&self) -> &MetricsPipeline {
+        self.metrics.get_or_init(|| {
+            self.real_node();
+            MetricsPipeline::start(self)
+                .unwrap_or_else(|err| panic!("metrics pipeline failed: {err}"))
+        })
+    }
+
+    /// This cluster's Karpenter (KWOK provider), started by the first caller; it needs no real
+    /// node.
+    pub fn karpenter(&self) -> &Karpenter {
+        self.karpenter.get_or_init(|| {
+            Karpenter::start(self).unwrap_or_else(|err| panic!("karpenter failed: {err}"))
+        })
     }
 
     /// Starts a new control plane; it stops when the process exits.
@@ -228,4 +257,36 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Result<String, Clu
             String::from_utf8_lossy(&output.stdout)
         )))
     }
+}
+
+/// A system binary from PATH or the sbin folders (root's tools live there).
+pub(crate) fn system_tool(name: &str) -> Result<PathBuf, ClusterError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            ClusterError::Setup(format!(
+                "`{name}` is not installed; the test harness needs it (scripts/setup.sh --cluster \
+                 installs it)"
+            ))
+        })
+}
+
+/// Whether `GET http://127.0.0.1:<port><path>` answers 200.
+pub(crate) fn http_ok(port: u16, path: &str) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|stream| http_ok_on(stream, path))
+}
+
+/// Whether `GET <path>` over the connected `stream` answers 200 (plain HTTP/1.0).
+pub(crate) fn http_ok_on(mut stream: std::net::TcpStream, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
 }

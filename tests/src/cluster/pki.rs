@@ -18,7 +18,17 @@ pub(super) struct Pki {
     pub service_account_key: PathBuf,
     pub service_account_pub: PathBuf,
     pub token_file: PathBuf,
+    /// The aggregation layer's CA: API servers behind it trust requests signed by it.
+    pub front_proxy_ca: Ca,
+    /// The API server's client certificate towards aggregated API servers
+    /// ([`FRONT_PROXY_CLIENT`]).
+    pub front_proxy_client_cert: PathBuf,
+    pub front_proxy_client_key: PathBuf,
 }
+
+/// The common name of the API server's front-proxy client certificate, the one name aggregated
+/// API servers accept the `X-Remote-*` headers from.
+pub(super) const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// A static bearer token and who it stands for.
 pub(super) struct Identity {
@@ -38,6 +48,10 @@ pub(super) struct Identities {
     pub kube_proxy: Identity,
     /// Given read access to Services and EndpointSlices when the real node starts.
     pub coredns: Identity,
+    /// Prometheus's Kubernetes service discovery: reads pods, when the metrics pipeline starts.
+    pub prometheus: Identity,
+    /// prometheus-adapter: delegated authentication and authorization, reads pods.
+    pub prometheus_adapter: Identity,
 }
 
 impl Identities {
@@ -55,10 +69,12 @@ impl Identities {
             node: id(&format!("system:node:{NODE_NAME}"), "system:nodes"),
             kube_proxy: id("system:kube-proxy", ""),
             coredns: id("system:coredns", ""),
+            prometheus: id("renderpool-tests:prometheus", ""),
+            prometheus_adapter: id("renderpool-tests:prometheus-adapter", ""),
         }
     }
 
-    fn all(&self) -> [&Identity; 6] {
+    fn all(&self) -> [&Identity; 8] {
         [
             &self.admin,
             &self.controller_manager,
@@ -66,6 +82,8 @@ impl Identities {
             &self.node,
             &self.kube_proxy,
             &self.coredns,
+            &self.prometheus,
+            &self.prometheus_adapter,
         ]
     }
 }
@@ -76,25 +94,10 @@ fn random_u64() -> u64 {
 }
 
 /// Writes a CA, a serving certificate for 127.0.0.1 and the in-cluster names, the API server's
-/// kubelet client certificate, a service-account key pair and the static token file into `dir`.
+/// kubelet client certificate, the front-proxy CA with the API server's client certificate, a
+/// service-account key pair and the static token file into `dir`.
 pub(super) fn create(dir: &Path, identities: &Identities) -> Result<Pki, ClusterError> {
-    let ca_cert = dir.join("ca.crt");
-    let ca_key = dir.join("ca.key");
-    openssl(&["genrsa", "-out", &p(&ca_key), "2048"])?;
-    openssl(&[
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        &p(&ca_key),
-        "-days",
-        "2",
-        "-subj",
-        "/CN=renderpool-test-ca",
-        "-out",
-        &p(&ca_cert),
-    ])?;
-    let ca = Ca { cert: ca_cert, key: ca_key };
+    let ca = Ca::create(dir, "ca", "/CN=renderpool-test-ca")?;
     // Pods on the real node see the API server at the `kubernetes` Service's address.
     let (serving_cert, serving_key) = ca.issue(
         dir,
@@ -110,6 +113,15 @@ pub(super) fn create(dir: &Path, identities: &Identities) -> Result<Pki, Cluster
         dir,
         "apiserver-kubelet-client",
         "/O=system:masters/CN=kube-apiserver-kubelet-client",
+        "extendedKeyUsage=clientAuth\n",
+    )?;
+    // A CA of its own, as kubeadm makes: a certificate from the cluster CA must not be able to
+    // pose as the front proxy and assert any user in the X-Remote-User header.
+    let front_proxy_ca = Ca::create(dir, "front-proxy-ca", "/CN=renderpool-test-front-proxy-ca")?;
+    let (front_proxy_client_cert, front_proxy_client_key) = front_proxy_ca.issue(
+        dir,
+        "front-proxy-client",
+        &format!("/CN={FRONT_PROXY_CLIENT}"),
         "extendedKeyUsage=clientAuth\n",
     )?;
     let service_account_key = dir.join("sa.key");
@@ -139,6 +151,9 @@ pub(super) fn create(dir: &Path, identities: &Identities) -> Result<Pki, Cluster
         service_account_key,
         service_account_pub,
         token_file,
+        front_proxy_ca,
+        front_proxy_client_cert,
+        front_proxy_client_key,
     })
 }
 
@@ -149,6 +164,27 @@ pub(super) struct Ca {
 }
 
 impl Ca {
+    /// Makes a self-signed CA `<dir>/<name>.crt` and `.key` for `subject`.
+    fn create(dir: &Path, name: &str, subject: &str) -> Result<Ca, ClusterError> {
+        let cert = dir.join(format!("{name}.crt"));
+        let key = dir.join(format!("{name}.key"));
+        openssl(&["genrsa", "-out", &p(&key), "2048"])?;
+        openssl(&[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &p(&key),
+            "-days",
+            "2",
+            "-subj",
+            subject,
+            "-out",
+            &p(&cert),
+        ])?;
+        Ok(Ca { cert, key })
+    }
+
     /// Issues `<dir>/<name>.crt` and `.key` (RSA: every TLS client speaks it, busybox's too) for
     /// `subject` with the given x509v3 `extensions` (`openssl x509 -extfile` lines); returns
     /// (certificate, key).

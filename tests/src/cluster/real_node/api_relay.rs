@@ -4,11 +4,10 @@
 //! `kubernetes.default.svc` or 10.96.0.1:443 as in production, and both names are in the API
 //! server's certificate.
 
-use std::io::ErrorKind;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::TcpListener;
 
-use crate::cluster::ClusterError;
 use crate::cluster::addresses::BRIDGE_IP;
+use crate::cluster::{ClusterError, relay};
 
 /// The relay's port on the bridge address, the `kubernetes` Service's own port.
 pub(super) const PORT: u16 = 443;
@@ -18,38 +17,8 @@ pub(super) const PORT: u16 = 443;
 pub(super) fn start(apiserver_port: u16) -> Result<(), ClusterError> {
     let listener = TcpListener::bind((BRIDGE_IP, PORT))
         .map_err(|err| ClusterError::Setup(format!("API relay on {BRIDGE_IP}:{PORT}: {err}")))?;
-    std::thread::Builder::new().name("api-relay".into()).spawn(move || {
-        for client in listener.incoming() {
-            match client {
-                Ok(client) => relay(client, apiserver_port),
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                // The bridge went away: the node is being undone.
-                Err(_) => return,
-            }
-        }
-    })?;
+    relay::serve(listener, "api-relay", apiserver_port)?;
     Ok(())
-}
-
-/// Copies both ways between a pod's connection and a new one to the API server.
-fn relay(client: TcpStream, apiserver_port: u16) {
-    let Ok(server) = TcpStream::connect(("127.0.0.1", apiserver_port)) else {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    };
-    let (Ok(client_read), Ok(server_read)) = (client.try_clone(), server.try_clone()) else {
-        return;
-    };
-    let pipe = |mut from: TcpStream, mut to: TcpStream| {
-        move || {
-            let _ = std::io::copy(&mut from, &mut to);
-            let _ = to.shutdown(Shutdown::Write);
-        }
-    };
-    let _ =
-        std::thread::Builder::new().name("api-relay-up".into()).spawn(pipe(client_read, server));
-    let _ =
-        std::thread::Builder::new().name("api-relay-down".into()).spawn(pipe(server_read, client));
 }
 
 /// The `kubernetes` Service's EndpointSlice (the API server writes none with

@@ -30,8 +30,6 @@ mod sysctl;
 mod teardown;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -43,7 +41,7 @@ use record::{Daemon, UndoLog};
 pub use teardown::{kernel_settings, leftovers};
 
 use super::components::{path_arg, spawn, wait_until};
-use super::{Cluster, ClusterError, kubeconfig, run, run_with_input};
+use super::{Cluster, ClusterError, http_ok, kubeconfig, run, run_with_input, system_tool};
 use crate::cluster::addresses::{BRIDGE_IP, DNS_SERVICE_IP};
 use crate::free_port;
 
@@ -284,11 +282,7 @@ impl Starter<'_> {
 
     /// Lets pods reach the API server through the `kubernetes` Service.
     fn relay_api(&self) -> Result<(), ClusterError> {
-        let port = self.cluster.server.rsplit(':').next().and_then(|port| port.parse().ok());
-        let port = port.ok_or_else(|| {
-            ClusterError::Setup(format!("no port in the API server URL {}", self.cluster.server))
-        })?;
-        api_relay::start(port)?;
+        api_relay::start(self.cluster.api_port)?;
         let slice = api_relay::endpoint_slice().to_string();
         run_with_input(self.cluster.kubectl().args(["apply", "-f", "-"]), slice.as_bytes())
             .map(drop)
@@ -367,36 +361,9 @@ fn node_schedulable(cluster: &Cluster) -> bool {
     out.is_ok_and(|out| out.starts_with("True|") && !out.contains("not-ready"))
 }
 
-/// Whether `GET http://127.0.0.1:<port><path>` answers 200.
-fn http_ok(port: u16, path: &str) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
-}
-
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), ClusterError> {
     let text = serde_json::to_vec_pretty(value)
         .map_err(|err| ClusterError::Setup(format!("{}: {err}", path.display())))?;
     std::fs::write(path, text)?;
     Ok(())
-}
-
-/// A system binary from PATH or the sbin folders (root's tools live there).
-fn system_tool(name: &str) -> Result<PathBuf, ClusterError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-        .ok_or_else(|| {
-            ClusterError::Setup(format!(
-                "`{name}` is not installed; the real node needs it (scripts/setup.sh --cluster \
-                 installs it)"
-            ))
-        })
 }
