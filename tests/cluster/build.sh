@@ -28,6 +28,16 @@ stamp() {
 bin="$cache/bin"
 mkdir -p "$bin"
 
+# [TOOLCHAIN=...] module_dir <wrapper> <module>: the module's source folder in Go's module
+# cache, fetched if missing (`go list -m` alone answers "" when a cached binary meant no build).
+module_dir() {
+  local dir
+  dir=$(cd "$here/$1" && GOTOOLCHAIN=${TOOLCHAIN:-local} go mod download -json "$2" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [ -d "$dir" ] || { echo "build.sh: no source folder for $2 in $1" >&2; return 1; }
+  echo "$dir"
+}
+
 build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
   wanted "$wrapper" || return 0
@@ -127,18 +137,21 @@ TOOLCHAIN=$karpenter_toolchain build karpenter "$(module_version karpenter sigs.
   sigs.k8s.io/karpenter/kwok
 # Its CRDs and the chart whose RBAC the tests render, from the same module.
 if wanted karpenter; then
-  karpenter_dir=$(cd "$here/karpenter" && GOTOOLCHAIN=$karpenter_toolchain go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
-  rm -rf "$bin/karpenter-kwok"
-  mkdir -p "$bin/karpenter-kwok/crds"
+  karpenter_dir=$(TOOLCHAIN=$karpenter_toolchain module_dir karpenter sigs.k8s.io/karpenter)
+  # Assembled aside and swapped in, so a failed copy never leaves the folder half there.
+  rm -rf "$bin/karpenter-kwok.new"
+  mkdir -p "$bin/karpenter-kwok.new/crds"
   cp "$karpenter_dir"/kwok/charts/crds/*.yaml "$karpenter_dir/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml" \
-    "$bin/karpenter-kwok/crds/"
-  cp -r "$karpenter_dir/kwok/charts" "$bin/karpenter-kwok/chart"
-  chmod -R u+w "$bin/karpenter-kwok"
+    "$bin/karpenter-kwok.new/crds/"
+  cp -r "$karpenter_dir/kwok/charts" "$bin/karpenter-kwok.new/chart"
+  chmod -R u+w "$bin/karpenter-kwok.new"
+  rm -rf "$bin/karpenter-kwok"
+  mv "$bin/karpenter-kwok.new" "$bin/karpenter-kwok"
 fi
 
 # kwok >= 0.8 has no built-in stages: assemble the fast node/pod lifecycle from its module.
 if wanted kwok; then
-  kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  kwok_dir=$(module_dir kwok sigs.k8s.io/kwok)
   for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
     pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
     echo "---"

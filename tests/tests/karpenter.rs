@@ -1,52 +1,88 @@
-//! Nodes follow pods: Karpenter v1 with its KWOK cloud provider (real Karpenter, a real API
-//! server, scheduler and controller-manager; kwok plays the nodes it launches and their pods).
-//! Pods beyond the kwok nodes' room get NodeClaims and Nodes and run; scaled down, empty nodes
-//! are consolidated; a `karpenter.sh/do-not-disrupt` pod and a PodDisruptionBudget each hold a
-//! node Karpenter would otherwise consolidate, until the hold is lifted.
+//! Nodes follow pods: Karpenter v1 with its KWOK cloud provider under RenderPools (real
+//! Karpenter, the real operator, a real API server, scheduler and controller-manager; kwok plays
+//! the nodes Karpenter launches and the pods on them).
 //!
-//! Each test has its own NodePool whose nodes are tainted for it, so tests running side by side
-//! never share nodes. Figures (seconds) are printed, not asserted.
+//! Each test has a NodePool of its own whose nodes are tainted for it, and a RenderPool whose
+//! `nodeSelector` and `tolerations` take its pods to that pool's nodes only: no kwok node of the
+//! cluster fits them, so every render pod needs a node Karpenter launches. Scaled through
+//! `/scale` beyond the nodes there are, the pool gets NodeClaims and all its pods run; scaled
+//! down, the nodes left empty or underused are consolidated; a user's PodDisruptionBudget and a
+//! `karpenter.sh/do-not-disrupt` render pod each hold their node until lifted, as Karpenter's
+//! DisruptionBlocked events say; the operator's pods carry the disruption policy Karpenter and
+//! cluster-autoscaler read. Figures (seconds) are printed, never asserted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
+use renderpool_operator::build::{Component, child_name, selector_labels, selector_string};
 use renderpool_tests::cluster::karpenter::{
-    DO_NOT_DISRUPT, NODE_POOL_LABEL, node_pool, pool_toleration,
+    DO_NOT_DISRUPT, METRICS_PORT, NODE_POOL_LABEL, node_pool, placement,
 };
-use renderpool_tests::cluster::{Cluster, run, run_with_input};
+use renderpool_tests::cluster::{Cluster, TestNamespace, run, run_with_input};
+use renderpool_tests::operator::OperatorProcess;
 use renderpool_tests::wait_for;
 use serde_json::{Value, json};
 
 /// How long a consolidation may take here before a test gives up: consolidateAfter, Karpenter's
-/// 10 s disruption poll, draining and kwok's node removal, on a loaded machine.
-const CONSOLIDATION_TIMEOUT: Duration = Duration::from_secs(180);
+/// 10 s disruption poll, draining and the node's removal, on a loaded machine.
+const CONSOLIDATION_TIMEOUT: Duration = Duration::from_secs(240);
+/// How long launching nodes and running pods on them may take here.
+const PROVISIONING_TIMEOUT: Duration = Duration::from_secs(180);
+/// cluster-autoscaler's annotation that lets it evict a pod despite local storage.
+const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// The ReplicaSet controller removes the pods with the lowest cost first on scale-in.
+const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-/// A test NodePool, deleted (with its NodeClaims and nodes) when dropped.
-struct TestPool {
+/// A test's NodePool, RenderPool and namespace; the NodePool (with its nodes) is deleted when
+/// dropped, the RenderPool with the namespace.
+struct Scenario {
     cluster: &'static Cluster,
+    /// Names both the NodePool and the RenderPool.
     name: String,
+    ns: TestNamespace,
+    pods: Api<Pod>,
 }
 
-impl TestPool {
-    fn create(cluster: &'static Cluster, name: &str, cpus: &[&str]) -> TestPool {
-        apply(cluster, "", &node_pool(name, cpus, "5s"));
-        TestPool { cluster, name: name.to_string() }
+impl Scenario {
+    /// Karpenter and the operator running, a NodePool of 4-CPU instances named `name`, and in a
+    /// fresh namespace the RenderPool `pool` (see [`render_pool`]) named `name`; returns once
+    /// its render pods run.
+    async fn start(name: &str, pool: Pool) -> Scenario {
+        let cluster = Cluster::shared();
+        cluster.karpenter();
+        OperatorProcess::shared().await;
+        let ns = cluster.namespace(name).await;
+        apply(cluster, "", &node_pool(name, &["4"], "5s"));
+        apply(cluster, ns.name(), &render_pool(name, pool));
+        let pods = Api::namespaced(cluster.client().await, ns.name());
+        let scenario = Scenario { cluster, name: name.to_string(), ns, pods };
+        scenario.wait_render_pods(pool.replicas as usize, PROVISIONING_TIMEOUT).await;
+        scenario
     }
 
-    /// The pool's nodes (by name) with the pods of `namespace` on each.
-    async fn nodes(&self, namespace: &str) -> BTreeMap<String, Vec<String>> {
-        let client = self.cluster.client().await;
-        let nodes: Api<Node> = Api::all(client.clone());
+    /// `kubectl scale renderpool/<name> --replicas=N`: through the `/scale` subresource.
+    fn scale(&self, replicas: u32) {
+        run(self
+            .cluster
+            .kubectl()
+            .args(["scale", "-n", self.ns.name()])
+            .args([format!("renderpool/{}", self.name), format!("--replicas={replicas}")]))
+        .unwrap();
+    }
+
+    /// The NodePool's nodes (by name) with the pods of the namespace on each.
+    async fn nodes(&self) -> BTreeMap<String, Vec<String>> {
+        let nodes: Api<Node> = Api::all(self.cluster.client().await);
         let selector = format!("{NODE_POOL_LABEL}={}", self.name);
         let nodes = nodes.list(&ListParams::default().labels(&selector)).await.unwrap();
         let mut by_node: BTreeMap<String, Vec<String>> =
             nodes.items.into_iter().map(|n| (n.metadata.name.unwrap(), Vec::new())).collect();
-        let pods: Api<Pod> = Api::namespaced(client, namespace);
-        for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        for pod in self.pods.list(&ListParams::default()).await.unwrap().items {
             let node = pod.spec.and_then(|s| s.node_name);
             if let Some(list) = node.and_then(|n| by_node.get_mut(&n)) {
                 list.push(pod.metadata.name.unwrap());
@@ -55,7 +91,8 @@ impl TestPool {
         by_node
     }
 
-    /// The pool's NodeClaims: name to its `Consolidatable` condition status.
+    /// The NodePool's NodeClaims, keyed by the name of their node (by their own name until
+    /// they have one), with the status of their `Consolidatable` condition.
     fn node_claims(&self) -> BTreeMap<String, String> {
         let selector = format!("{NODE_POOL_LABEL}={}", self.name);
         let out =
@@ -72,13 +109,77 @@ impl TestPool {
                     .and_then(|all| all.iter().find(|c| c["type"] == "Consolidatable"))
                     .map(|c| c["status"].as_str().unwrap_or_default().to_string())
                     .unwrap_or_default();
-                (claim["metadata"]["name"].as_str().unwrap().to_string(), consolidatable)
+                let node = claim["status"]["nodeName"].as_str();
+                let name = node.or(claim["metadata"]["name"].as_str()).unwrap().to_string();
+                (name, consolidatable)
             })
             .collect()
     }
+
+    /// Waits until exactly `count` render pods exist, all Running and Ready on the NodePool's
+    /// nodes; returns pod name to node name.
+    async fn wait_render_pods(&self, count: usize, timeout: Duration) -> BTreeMap<String, String> {
+        let selector = selector_string(&self.name, Component::Render);
+        let found = wait_for(timeout, || async {
+            let list = self.pods.list(&ListParams::default().labels(&selector)).await.ok()?;
+            let live: Vec<&Pod> =
+                list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+            let nodes = self.nodes().await;
+            let placed: BTreeMap<String, String> = live
+                .iter()
+                .filter(|p| running_and_ready(p))
+                .filter_map(|p| {
+                    Some((p.metadata.name.clone()?, p.spec.as_ref()?.node_name.clone()?))
+                })
+                .filter(|(_, node)| nodes.contains_key(node))
+                .collect();
+            (live.len() == count && placed.len() == count).then_some(placed)
+        })
+        .await;
+        found.unwrap_or_else(|| {
+            let pods = run(self.cluster.kubectl().args(["get", "pods,nodeclaims", "-A", "-o", "wide"]))
+                .unwrap_or_default();
+            panic!(
+                "{count} Running and Ready render pods of {} on its nodes not seen in {timeout:?}:\n\
+                 {pods}\n{}",
+                self.name,
+                karpenter_log_tail()
+            )
+        })
+    }
+
+    /// Waits until the NodePool has exactly `nodes` nodes (and NodeClaims), none empty, holding
+    /// `pods` pods between them; returns them.
+    async fn wait_nodes_holding(&self, pods: usize, nodes: usize) -> BTreeMap<String, Vec<String>> {
+        let found = wait_for(CONSOLIDATION_TIMEOUT, || async {
+            let by_node = self.nodes().await;
+            let held: usize = by_node.values().map(Vec::len).sum();
+            let settled = by_node.len() == nodes
+                && held == pods
+                && by_node.values().all(|pods| !pods.is_empty())
+                && self.node_claims().len() == nodes;
+            settled.then_some(by_node)
+        })
+        .await;
+        found.unwrap_or_else(|| {
+            panic!(
+                "{} did not settle on {nodes} nodes holding {pods} pods: nodes {:?}, claims {:?}\n{}",
+                self.name,
+                self.nodes_now(),
+                self.node_claims(),
+                karpenter_log_tail()
+            )
+        })
+    }
+
+    /// The nodes as `kubectl get nodes` shows them, for a failure message.
+    fn nodes_now(&self) -> String {
+        let selector = format!("{NODE_POOL_LABEL}={}", self.name);
+        run(self.cluster.kubectl().args(["get", "nodes", "-l", &selector])).unwrap_or_default()
+    }
 }
 
-impl Drop for TestPool {
+impl Drop for Scenario {
     fn drop(&mut self) {
         let _ = run(self.cluster.kubectl().args([
             "delete",
@@ -99,85 +200,61 @@ fn apply(cluster: &Cluster, namespace: &str, object: &Value) {
     run_with_input(&mut command, object.to_string().as_bytes()).unwrap();
 }
 
-/// A Deployment of `replicas` pods requesting (and limited to) `cpu` and `memory`, tolerating
-/// the pool's taint; with `pinned`, only on that pool's nodes.
-fn deployment(
-    name: &str,
+/// What a test's RenderPool differs in.
+#[derive(Clone, Copy)]
+struct Pool {
     replicas: u32,
-    cpu: &str,
-    memory: &str,
-    pool: &str,
-    pinned: bool,
-) -> Value {
-    let resources = json!({ "cpu": cpu, "memory": memory });
+    /// One Gotenberg pod of 1 CPU, else none.
+    gotenberg: bool,
+    /// The operator's default spread (render pods across nodes, ScheduleAnyway), else none.
+    spread: bool,
+}
+
+/// A RenderPool whose render pods take 1500m and 1Gi (one slot; a 4-CPU instance holds two) and
+/// whose pods go to the nodes of the NodePool `name` only.
+fn render_pool(name: &str, pool: Pool) -> Value {
+    let (node_selector, tolerations) = placement(name);
+    let gotenberg = if pool.gotenberg {
+        json!({ "enabled": true, "replicas": 1, "cpu": "1", "memory": "1Gi" })
+    } else {
+        json!({ "enabled": false })
+    };
     let mut spec = json!({
-        "tolerations": [pool_toleration(pool)],
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{
-            "name": "main",
-            "image": "renderpool.dev/test/never-pulled:1",
-            "resources": { "requests": resources, "limits": resources },
-        }],
+        "replicas": pool.replicas,
+        "cpu": "1500m",
+        "memory": "1Gi",
+        "memoryPerSlot": "512Mi",
+        "nodeSelector": node_selector,
+        "tolerations": tolerations,
+        "gotenberg": gotenberg,
     });
-    if pinned {
-        spec["nodeSelector"] = json!({ NODE_POOL_LABEL: pool });
+    if !pool.spread {
+        spec["topologySpreadConstraints"] = json!([]);
     }
     json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "apiVersion": "renderpool.dev/v1alpha1",
+        "kind": "RenderPool",
         "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": { "metadata": { "labels": { "app": name } }, "spec": spec },
-        },
+        "spec": spec,
     })
 }
 
-fn scale(cluster: &Cluster, namespace: &str, name: &str, replicas: u32) {
-    run(cluster.kubectl().args([
-        "scale",
-        "-n",
-        namespace,
-        &format!("deployment/{name}"),
-        &format!("--replicas={replicas}"),
-    ]))
-    .unwrap();
+fn running_and_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|all| all.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    ready && status.and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
-/// The Running pods of `app` in `namespace` with their nodes, once there are exactly `count`.
-async fn wait_running(
-    pods: &Api<Pod>,
-    app: &str,
-    count: usize,
-    timeout: Duration,
-) -> BTreeMap<String, String> {
-    let found = wait_for(timeout, || async {
-        let list = pods.list(&ListParams::default().labels(&format!("app={app}"))).await.ok()?;
-        let live: Vec<&Pod> =
-            list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
-        let running = live
-            .iter()
-            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-        (live.len() == count && running).then(|| {
-            live.iter()
-                .map(|p| {
-                    let node =
-                        p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-                    (p.metadata.name.clone().unwrap(), node)
-                })
-                .collect()
-        })
-    })
-    .await;
-    found.unwrap_or_else(|| {
-        let list = run(Cluster::shared().kubectl().args(["get", "pods", "-A", "-o", "wide"]))
-            .unwrap_or_default();
-        panic!("{count} Running pods of {app} not seen in {timeout:?}:\n{list}")
-    })
+/// The last lines of Karpenter's log, for a failure message.
+fn karpenter_log_tail() -> String {
+    let log = Cluster::shared().karpenter().log();
+    let lines: Vec<&str> = log.lines().rev().take(40).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// DisruptionBlocked events on `node`: their messages.
+/// Messages of the DisruptionBlocked events Karpenter published on `node`.
 async fn blocked_events(cluster: &Cluster, node: &str) -> Vec<String> {
     let events: Api<Event> = Api::all(cluster.client().await);
     let selector =
@@ -186,210 +263,301 @@ async fn blocked_events(cluster: &Cluster, node: &str) -> Vec<String> {
     list.items.into_iter().filter_map(|e| e.message).collect()
 }
 
+/// Inodes of the TCP sockets listening in the network namespace `/proc/<pid>/net` shows.
+fn listening_sockets(pid: &str) -> BTreeSet<u64> {
+    ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok())
+        .flat_map(|text| {
+            // Columns: sl local rem st tx:rx tr:when retrnsmt uid timeout inode; 0A is LISTEN.
+            text.lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    (fields.get(3) == Some(&"0A")).then(|| fields.get(9)?.parse().ok()).flatten()
+                })
+                .collect::<Vec<u64>>()
+        })
+        .collect()
+}
+
+/// Inodes of the sockets process `pid` holds open.
+fn sockets_of(pid: u32) -> BTreeSet<u64> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            target.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn karpenter_runs_inside_a_network_namespace_of_its_own() {
+async fn karpenter_listens_only_inside_a_network_namespace_of_its_own() {
     let cluster = Cluster::shared();
     let karpenter = cluster.karpenter();
-    let own =
-        std::fs::metadata("/proc/self/ns/net").map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    let its = std::fs::metadata(format!("/proc/{}/ns/net", karpenter.pid()))
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    assert_eq!(its.as_ref().ok(), karpenter.netns().inode().as_ref().ok());
-    assert_ne!(its.unwrap(), own.unwrap(), "Karpenter must not share the host's network");
-    // Its metrics answer inside; its log has no permission problem with the chart's RBAC.
-    let mut stream =
-        karpenter.netns().connect(renderpool_tests::cluster::karpenter::METRICS_PORT).unwrap();
+    let pid = karpenter.pid();
+    let inode =
+        |path: String| std::fs::metadata(path).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let its = inode(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_eq!(its, karpenter.netns().inode().unwrap());
+    assert_ne!(
+        its,
+        inode("/proc/self/ns/net".into()).unwrap(),
+        "Karpenter shares the host's network"
+    );
+
+    // Its listeners (metrics, health) are sockets of its namespace; none is the host's.
+    let own = sockets_of(pid);
+    let inside: BTreeSet<u64> =
+        listening_sockets(&pid.to_string()).intersection(&own).copied().collect();
+    let outside: BTreeSet<u64> = listening_sockets("self").intersection(&own).copied().collect();
+    assert!(
+        inside.len() >= 2,
+        "Karpenter listens on {inside:?} inside, expected metrics and health"
+    );
+    assert!(outside.is_empty(), "Karpenter listens in the host's namespace: {outside:?}");
+
+    // Its metrics answer inside; the chart's RBAC under its own token refused it nothing.
     use std::io::{Read, Write};
+    let mut stream = karpenter.netns().connect(METRICS_PORT).unwrap();
     stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut metrics = String::new();
     stream.read_to_string(&mut metrics).unwrap();
     assert!(metrics.starts_with("HTTP/1.0 200"), "{}", &metrics[..metrics.len().min(200)]);
     assert!(metrics.contains("karpenter_"), "no karpenter metrics");
+    let whoami = run(cluster.kubectl().arg("--kubeconfig").arg(karpenter.kubeconfig()).args([
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]))
+    .unwrap();
+    assert_eq!(whoami, "system:serviceaccount:karpenter:karpenter");
+    // An RBAC refusal reads `... is forbidden: User "..." cannot <verb> resource ...`.
     let log = karpenter.log();
-    assert!(!log.contains("forbidden"), "Karpenter was refused something:\n{log}");
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("forbidden") && line.contains(" cannot "))
+        .collect();
+    assert!(refused.is_empty(), "RBAC refused Karpenter something:\n{}", refused.join("\n"));
 }
 
 #[tokio::test]
-async fn pods_beyond_the_kwok_nodes_get_karpenter_nodes_and_empty_nodes_are_consolidated() {
-    let cluster = Cluster::shared();
-    cluster.karpenter();
-    // One kwok node with room for one of the pods; the rest must come from Karpenter.
-    cluster.ensure_nodes("karpenter-static", 1, "2", "8Gi").await;
-    let ns = cluster.namespace("karpenter-burst").await;
-    let pool = TestPool::create(cluster, "burst", &["4"]);
-    let pods: Api<Pod> = Api::namespaced(cluster.client().await, ns.name());
+async fn a_render_pool_scaled_past_its_nodes_gets_karpenter_nodes_and_scaled_down_gives_them_back()
+{
+    // Gotenberg off: each node then holds render pods only, so the node count follows them.
+    // The operator's default spread, as a user gets it.
+    let pool = Pool { replicas: 1, gotenberg: false, spread: true };
+    let scenario = Scenario::start("burst", pool).await;
+    let before = scenario.node_claims();
+    assert_eq!(before.len(), 1, "one render pod, one node: {before:?}");
 
-    // Render-pod sized: 1500m and 1Gi each; a 4-CPU instance (3900m allocatable) holds two.
-    let replicas = 11;
-    let started = Instant::now();
-    apply(cluster, ns.name(), &deployment("burst", replicas, "1500m", "1Gi", "burst", false));
-    let first_claim = wait_for(Duration::from_secs(60), || async {
-        (!pool.node_claims().is_empty()).then(Instant::now)
+    let replicas = 8;
+    let scaled = Instant::now();
+    scenario.scale(replicas);
+    let first_claim = wait_for(PROVISIONING_TIMEOUT, || async {
+        (scenario.node_claims().len() > before.len()).then(Instant::now)
     })
     .await
-    .expect("no NodeClaim for the pending pods");
-    let placed = wait_running(&pods, "burst", replicas as usize, Duration::from_secs(120)).await;
-    let all_running = started.elapsed();
-    let nodes = pool.nodes(ns.name()).await;
-    let on_static = placed.values().filter(|n| n.starts_with("karpenter-static")).count();
-    assert!(on_static <= 1, "the static node holds one such pod: {placed:?}");
-    assert!(placed.values().all(|n| n.starts_with("karpenter-static") || nodes.contains_key(n)));
-    let needed = (replicas as usize - on_static).div_ceil(2);
-    assert!(
-        nodes.len() >= needed,
-        "{} pods need {needed} nodes: {nodes:?}",
-        replicas as usize - on_static
-    );
-    assert_eq!(pool.node_claims().len(), nodes.len(), "one NodeClaim per node");
+    .expect("no NodeClaim for the pending render pods");
+    let placed = scenario.wait_render_pods(replicas as usize, PROVISIONING_TIMEOUT).await;
+    let all_running = scaled.elapsed();
+    let nodes = scenario.nodes().await;
+    // 1500m each on 4-CPU instances: two to a node at most, so four nodes at least.
+    assert!(nodes.len() >= replicas as usize / 2, "{replicas} pods on {nodes:?}");
+    assert!(nodes.values().all(|pods| pods.len() <= 2), "more than two on a node: {nodes:?}");
+    assert_eq!(scenario.node_claims().len(), nodes.len(), "one NodeClaim per node");
     eprintln!(
-        "karpenter: {replicas} pods of 1500m: first NodeClaim after {:.1}s, all Running after \
-         {:.1}s on {} new nodes (+{on_static} on the kwok node)",
-        (first_claim - started).as_secs_f64(),
+        "karpenter: scaled 1 -> {replicas} render pods (1500m): first new NodeClaim after \
+         {:.1}s, all {replicas} Running and Ready after {:.1}s; {} nodes launched in all, the \
+         pods on {} of them",
+        (first_claim - scaled).as_secs_f64(),
         all_running.as_secs_f64(),
-        nodes.len()
+        nodes.len(),
+        placed.values().collect::<BTreeSet<_>>().len(),
     );
 
-    // Scaled down: every node left without a pod is consolidated away.
-    let before = nodes.len();
+    // Scaled down to one: every other node is consolidated away.
     let scaled = Instant::now();
-    scale(cluster, ns.name(), "burst", 1);
-    let left = wait_for(CONSOLIDATION_TIMEOUT, || async {
-        let nodes = pool.nodes(ns.name()).await;
-        (nodes.values().all(|pods| !pods.is_empty()) && nodes.len() <= 1).then_some(nodes)
-    })
-    .await;
-    let left = left.unwrap_or_else(|| {
-        panic!(
-            "empty nodes were not consolidated: {:?}\n{}",
-            claim_names(&pool),
-            cluster.karpenter().log()
-        )
-    });
+    scenario.scale(1);
+    let left = scenario.wait_nodes_holding(1, 1).await;
     eprintln!(
-        "karpenter: scaled to 1: {} of {before} nodes consolidated after {:.1}s",
-        before - left.len(),
+        "karpenter: scaled {replicas} -> 1: {} of {} nodes consolidated after {:.1}s",
+        nodes.len() - left.len(),
+        nodes.len(),
         scaled.elapsed().as_secs_f64()
     );
-    let disrupted = cluster.karpenter().log().matches("disrupting node(s)").count();
-    assert!(disrupted >= 1, "Karpenter logged no disruption:\n{}", cluster.karpenter().log());
+    let log = Cluster::shared().karpenter().log();
+    let disruptions: Vec<&str> =
+        log.lines().filter(|line| line.contains("disrupting node(s)")).collect();
+    assert!(!disruptions.is_empty(), "Karpenter logged no disruption:\n{log}");
+}
 
-    // Deleted: the pool's last nodes go with its pods.
-    run(cluster.kubectl().args(["delete", "deployment", "burst", "-n", ns.name()])).unwrap();
-    let gone = wait_for(CONSOLIDATION_TIMEOUT, || async {
-        pool.nodes(ns.name()).await.is_empty().then_some(())
+#[tokio::test]
+async fn the_operators_pods_on_karpenter_nodes_carry_the_disruption_policy() {
+    let pool = Pool { replicas: 2, gotenberg: true, spread: true };
+    let scenario = Scenario::start("policy", pool).await;
+    let name = &scenario.name;
+    let gotenberg = selector_string(name, Component::Gotenberg);
+    let gotenberg_pods = wait_for(PROVISIONING_TIMEOUT, || async {
+        let list = scenario.pods.list(&ListParams::default().labels(&gotenberg)).await.ok()?;
+        let nodes = scenario.nodes().await;
+        let placed = list.items.iter().all(|p| {
+            running_and_ready(p)
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| nodes.contains_key(n))
+        });
+        (list.items.len() == 1 && placed).then_some(list.items)
     })
-    .await;
-    assert!(gone.is_some(), "nodes left: {:?}", pool.nodes(ns.name()).await);
+    .await
+    .expect("the Gotenberg pod never ran on a Karpenter node");
+    let render = scenario
+        .pods
+        .list(&ListParams::default().labels(&selector_string(name, Component::Render)))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(render.len(), 2);
+
+    for pod in render.iter().chain(&gotenberg_pods) {
+        let pod_name = pod.metadata.name.as_deref().unwrap();
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.get(SAFE_TO_EVICT).map(String::as_str), Some("true"), "{pod_name}");
+        assert!(!annotations.contains_key(DO_NOT_DISRUPT), "{pod_name} blocks Karpenter");
+        let spec = pod.spec.as_ref().unwrap();
+        let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+        for container in containers {
+            let requests = container.resources.as_ref().and_then(|r| r.requests.clone());
+            let requests = requests.unwrap_or_default();
+            assert!(
+                requests.contains_key("cpu") && requests.contains_key("memory"),
+                "{pod_name}/{} has no cpu and memory requests: {requests:?}",
+                container.name
+            );
+        }
+    }
+    let budgets: Api<PodDisruptionBudget> =
+        Api::namespaced(scenario.cluster.client().await, scenario.ns.name());
+    for component in [Component::Render, Component::Gotenberg] {
+        let budget = budgets.get(&child_name(name, component)).await.unwrap();
+        let spec = budget.spec.unwrap();
+        assert_eq!(
+            serde_json::to_value(&spec.max_unavailable).unwrap(),
+            json!(1),
+            "{component:?} PDB"
+        );
+        assert_eq!(spec.selector.unwrap().match_labels.unwrap(), selector_labels(name, component));
+    }
 }
 
-/// The pool's NodeClaim names, for a failure message.
-fn claim_names(pool: &TestPool) -> Vec<String> {
-    pool.node_claims().into_keys().collect()
-}
-
-/// What keeps a pod's node from being disrupted.
+/// What keeps a render pod's node from being disrupted.
 #[derive(Clone, Copy, Debug)]
 enum Hold {
-    /// The `karpenter.sh/do-not-disrupt: "true"` annotation on the pod.
+    /// The test (as a user would) annotates the pod `karpenter.sh/do-not-disrupt: "true"`.
     DoNotDisrupt,
-    /// A PodDisruptionBudget covering the pod that allows no disruption.
+    /// The user adds a PodDisruptionBudget of maxUnavailable 0 over the render pods.
     Budget,
 }
 
+/// The user's PodDisruptionBudget of [`Hold::Budget`].
+const USER_BUDGET: &str = "no-render-disruption";
+
 impl Hold {
-    /// The words Karpenter's DisruptionBlocked event uses for it.
+    /// What Karpenter's DisruptionBlocked event on a held node says.
     fn event_words(self) -> &'static str {
         match self {
             Hold::DoNotDisrupt => DO_NOT_DISRUPT,
-            Hold::Budget => "pdb prevents pod evictions",
+            // The render pods are now under two PDBs (the operator's and the user's), which the
+            // eviction API refuses outright; Karpenter names both.
+            Hold::Budget => USER_BUDGET,
         }
     }
 }
 
-/// Two nodes of the pool, one held pod each, that Karpenter would merge into one: both stay
-/// while held (DisruptionBlocked events on both), and one goes once the hold is lifted.
-async fn held_nodes_stay_until_released(pool_name: &str, hold: Hold) {
-    let cluster = Cluster::shared();
-    cluster.karpenter();
-    let ns = cluster.namespace(pool_name).await;
-    let pool = TestPool::create(cluster, pool_name, &["4"]);
-    let pods: Api<Pod> = Api::namespaced(cluster.client().await, ns.name());
-
-    // Six pods of 1000m fill two 4-CPU nodes, three each.
-    apply(cluster, ns.name(), &deployment("held", 6, "1000m", "512Mi", pool_name, true));
-    let placed = wait_running(&pods, "held", 6, Duration::from_secs(120)).await;
+/// Two nodes of the pool, one render pod each, that Karpenter would merge into one: both stay
+/// while held (DisruptionBlocked on both, consolidation passes go by), and one goes once the
+/// hold is lifted.
+///
+/// The RenderPool has no spread: under the operator's default one (a ScheduleAnyway preference
+/// by hostname) Karpenter, which respects preferences by default, never merges two nodes that
+/// each hold a render pod ("pod(s) have a preferred TopologySpreadConstraint which can prevent
+/// consolidation"), so there would be nothing for a hold to block.
+async fn held_nodes_stay_until_released(name: &str, hold: Hold) {
+    // Four pods of 1500m: two nodes at least.
+    let pool = Pool { replicas: 4, gotenberg: false, spread: false };
+    let scenario = Scenario::start(name, pool).await;
+    let placed = scenario.wait_render_pods(4, PROVISIONING_TIMEOUT).await;
     let mut by_node: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
     for (pod, node) in &placed {
         by_node.entry(node).or_default().push(pod);
     }
     assert!(by_node.len() >= 2, "expected two nodes at least: {by_node:?}");
+    // One pod on each of two nodes survives the scale-in and holds its node.
     let keep: Vec<(String, String)> =
         by_node.iter().take(2).map(|(node, pods)| (pods[0].clone(), (*node).clone())).collect();
     let held_nodes: BTreeSet<String> = keep.iter().map(|(_, node)| node.clone()).collect();
 
-    // The two kept pods go last on scale-down, and each is held.
     if let Hold::Budget = hold {
         apply(
-            cluster,
-            ns.name(),
+            scenario.cluster,
+            scenario.ns.name(),
             &json!({
                 "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                "metadata": { "name": "held" },
-                "spec": { "maxUnavailable": 0, "selector": { "matchLabels": { "guard": "held" } } },
+                "metadata": { "name": USER_BUDGET },
+                "spec": {
+                    "maxUnavailable": 0,
+                    "selector": { "matchLabels": selector_labels(name, Component::Render) },
+                },
             }),
         );
     }
     for (pod, _) in &keep {
-        let mut patch = json!({ "metadata": {
-            "annotations": { "controller.kubernetes.io/pod-deletion-cost": "1000" },
-        }});
-        match hold {
-            Hold::DoNotDisrupt => patch["metadata"]["annotations"][DO_NOT_DISRUPT] = json!("true"),
-            Hold::Budget => patch["metadata"]["labels"] = json!({ "guard": "held" }),
+        let mut annotations = json!({ DELETION_COST: "1000" });
+        if let Hold::DoNotDisrupt = hold {
+            annotations[DO_NOT_DISRUPT] = json!("true");
         }
-        pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        let patch = json!({ "metadata": { "annotations": annotations } });
+        scenario.pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     }
-    scale(cluster, ns.name(), "held", 2);
-    let kept = wait_running(&pods, "held", 2, Duration::from_secs(60)).await;
+    scenario.scale(2);
+    let kept = scenario.wait_render_pods(2, PROVISIONING_TIMEOUT).await;
     assert_eq!(
         kept.keys().cloned().collect::<BTreeSet<_>>(),
         keep.iter().map(|(p, _)| p.clone()).collect()
     );
 
-    // Every other node empties and goes; the two held ones are each half used, and Karpenter
-    // marks them consolidatable and says why it will not disrupt them.
+    // Every other node empties and goes; the two held ones are half used, Karpenter marks them
+    // consolidatable and says why it leaves them.
     let blocked = wait_for(CONSOLIDATION_TIMEOUT, || async {
-        let nodes = pool.nodes(ns.name()).await;
-        let claims = pool.node_claims();
+        let nodes = scenario.nodes().await;
+        let claims = scenario.node_claims();
         let mut messages = Vec::new();
         for node in &held_nodes {
-            messages.push(blocked_events(cluster, node).await);
+            messages.push(blocked_events(scenario.cluster, node).await);
         }
         let said = messages.iter().all(|m| m.iter().any(|m| m.contains(hold.event_words())));
         let consolidatable =
             held_nodes.iter().all(|node| claims.get(node).map(String::as_str) == Some("True"));
-        let ready = nodes.len() == 2 && consolidatable && said;
-        ready.then_some(messages)
+        (nodes.len() == 2 && consolidatable && said).then_some(messages)
     })
     .await;
     let blocked = blocked.unwrap_or_else(|| {
         panic!(
             "no DisruptionBlocked ({}) on both held nodes: nodes {:?}, claims {:?}\n{}",
             hold.event_words(),
-            claim_names(&pool),
-            pool.node_claims(),
-            cluster.karpenter().log()
+            scenario.nodes_now(),
+            scenario.node_claims(),
+            karpenter_log_tail()
         )
     });
     eprintln!("karpenter {hold:?}: DisruptionBlocked on both nodes: {blocked:?}");
     // Two more disruption passes (every 10 s): still both nodes.
     tokio::time::sleep(Duration::from_secs(25)).await;
-    let nodes = pool.nodes(ns.name()).await;
-    assert_eq!(
-        nodes.keys().cloned().collect::<BTreeSet<_>>(),
-        held_nodes,
-        "a held node was disrupted"
-    );
+    let nodes = scenario.nodes().await;
+    assert_eq!(nodes.keys().cloned().collect::<BTreeSet<_>>(), held_nodes, "a held node went");
 
     // Lifted: Karpenter merges the two nodes into one.
     let lifted = Instant::now();
@@ -397,37 +565,39 @@ async fn held_nodes_stay_until_released(pool_name: &str, hold: Hold) {
         Hold::DoNotDisrupt => {
             let (pod, _) = &keep[0];
             let patch = json!({ "metadata": { "annotations": { DO_NOT_DISRUPT: null } } });
-            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            scenario.pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
         }
         Hold::Budget => {
-            run(cluster.kubectl().args(["delete", "pdb", "held", "-n", ns.name()])).unwrap();
+            run(scenario.cluster.kubectl().args([
+                "delete",
+                "pdb",
+                USER_BUDGET,
+                "-n",
+                scenario.ns.name(),
+            ]))
+            .unwrap();
         }
     }
-    let merged = wait_for(CONSOLIDATION_TIMEOUT, || async {
-        let nodes = pool.nodes(ns.name()).await;
-        (nodes.len() == 1 && nodes.values().all(|pods| pods.len() == 2)).then_some(nodes)
-    })
-    .await;
-    let merged = merged.unwrap_or_else(|| {
-        panic!("the nodes were not merged once the hold was lifted: {:?}", claim_names(&pool))
-    });
+    let merged = scenario.wait_nodes_holding(2, 1).await;
     eprintln!(
         "karpenter {hold:?}: lifted, two nodes consolidated into one after {:.1}s ({merged:?})",
         lifted.elapsed().as_secs_f64()
     );
     if let Hold::DoNotDisrupt = hold {
-        // The node that went is the one whose pod lost the annotation.
+        // The node that went is the one whose pod lost the annotation; the other still holds.
         let (_, released) = &keep[0];
+        let (_, still_held) = &keep[1];
         assert!(!merged.contains_key(released), "{released} was the one free to go: {merged:?}");
+        assert!(merged.contains_key(still_held), "{still_held} was held: {merged:?}");
     }
 }
 
 #[tokio::test]
-async fn a_do_not_disrupt_pod_holds_its_node_until_the_annotation_goes() {
-    held_nodes_stay_until_released("held-annotation", Hold::DoNotDisrupt).await;
+async fn a_do_not_disrupt_render_pod_holds_its_node_until_the_annotation_goes() {
+    held_nodes_stay_until_released("hold-annotation", Hold::DoNotDisrupt).await;
 }
 
 #[tokio::test]
-async fn a_pod_disruption_budget_holds_its_nodes_until_it_goes() {
-    held_nodes_stay_until_released("held-budget", Hold::Budget).await;
+async fn a_users_stricter_pdb_holds_the_render_pods_nodes_until_it_goes() {
+    held_nodes_stay_until_released("hold-budget", Hold::Budget).await;
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 pub use objects::{
     DO_NOT_DISRUPT, INSTANCE_CPU_LABEL, NAMESPACE, NODE_CLASS, NODE_POOL_LABEL, POOL_TAINT,
-    node_pool, pool_toleration,
+    node_pool, placement,
 };
 
 use super::components::{log_path, spawn_command, wait_until};
@@ -31,6 +31,7 @@ pub struct Karpenter {
     netns: NetNs,
     pid: u32,
     log: PathBuf,
+    kubeconfig: PathBuf,
 }
 
 impl Karpenter {
@@ -79,7 +80,7 @@ impl Karpenter {
         wait_until(dir, "karpenter", Duration::from_secs(90), || {
             netns.connect(HEALTH_PORT).is_ok_and(|stream| http_ok_on(stream, "/readyz"))
         })?;
-        Ok(Karpenter { netns, pid, log: log_path(dir, "karpenter") })
+        Ok(Karpenter { netns, pid, log: log_path(dir, "karpenter"), kubeconfig })
     }
 
     /// Karpenter's pid (for resource figures and checks).
@@ -90,6 +91,11 @@ impl Karpenter {
     /// The network namespace it runs in.
     pub fn netns(&self) -> &NetNs {
         &self.netns
+    }
+
+    /// The kubeconfig it runs with: its ServiceAccount's token.
+    pub fn kubeconfig(&self) -> &std::path::Path {
+        &self.kubeconfig
     }
 
     /// Its log so far (JSON lines).

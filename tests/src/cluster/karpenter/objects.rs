@@ -9,7 +9,7 @@ pub const RELEASE: &str = "karpenter";
 /// The KWOKNodeClass every test NodePool refers to.
 pub const NODE_CLASS: &str = "default";
 /// The taint a test NodePool puts on its nodes, valued with the pool's name, so only pods that
-/// tolerate it ([`pool_toleration`]) land there and pools of parallel tests stay apart.
+/// tolerate it ([`placement`]) land there and pools of parallel tests stay apart.
 pub const POOL_TAINT: &str = "renderpool.dev/node-pool";
 /// The label Karpenter gives every node of a NodePool, valued with the pool's name.
 pub const NODE_POOL_LABEL: &str = "karpenter.sh/nodepool";
@@ -76,9 +76,12 @@ pub fn node_pool(name: &str, cpus: &[&str], consolidate_after: &str) -> Value {
     })
 }
 
-/// The toleration a pod needs to land on the nodes of the test NodePool `name`.
-pub fn pool_toleration(name: &str) -> Value {
-    json!({ "key": POOL_TAINT, "operator": "Equal", "value": name, "effect": "NoSchedule" })
+/// The node selector and tolerations (as in a pod or RenderPool spec) that take pods to the
+/// nodes of the test NodePool `name` and nowhere else.
+pub fn placement(name: &str) -> (Value, Value) {
+    let toleration =
+        json!({ "key": POOL_TAINT, "operator": "Equal", "value": name, "effect": "NoSchedule" });
+    (json!({ NODE_POOL_LABEL: name }), json!([toleration]))
 }
 
 #[cfg(test)]
@@ -86,12 +89,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_test_pool_taints_its_nodes_and_pods_can_tolerate_it() {
+    fn a_test_pool_taints_its_nodes_and_placement_takes_pods_there_only() {
         let pool = node_pool("burst", &["4"], "5s");
         let spec = &pool["spec"]["template"]["spec"];
         assert_eq!(spec["taints"][0]["key"], POOL_TAINT);
         assert_eq!(spec["taints"][0]["value"], "burst");
-        let toleration = pool_toleration("burst");
+        let (selector, tolerations) = placement("burst");
+        assert_eq!(selector, json!({ NODE_POOL_LABEL: "burst" }));
+        let toleration = &tolerations[0];
         assert_eq!(toleration["key"], spec["taints"][0]["key"]);
         assert_eq!(toleration["value"], spec["taints"][0]["value"]);
         assert_eq!(toleration["effect"], spec["taints"][0]["effect"]);
