@@ -14,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-eval "$(scripts/setup.sh --office)"
+setup_env=$(scripts/setup.sh --office)
+eval "$setup_env"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for bench in service front encoding; do
     echo

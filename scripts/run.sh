@@ -13,10 +13,12 @@ for arg in "$@"; do
   if [ "$arg" = "--office" ]; then office=true; else serve+=("$arg"); fi
 done
 if ! $office; then
-  eval "$(scripts/setup.sh)"
+  setup_env=$(scripts/setup.sh)
+  eval "$setup_env"
   exec cargo run --release --quiet -p render-pod -- serve "${serve[@]}"
 fi
-eval "$(scripts/setup.sh --office)"
+setup_env=$(scripts/setup.sh --office)
+eval "$setup_env"
 # Built first, so Gotenberg does not idle through a cold compile.
 cargo build --release --quiet -p render-pod
 exec scripts/with-gotenberg.sh "${CARGO_TARGET_DIR:-$root/target}/release/render-pod" serve "${serve[@]}"

@@ -10,6 +10,8 @@
 #                                             Gotenberg only (scripts/run.sh --office; needs go)
 #   eval "$(scripts/setup.sh --images)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_IMAGES (OCI image
 #                                             archives, images/build.sh; needs go)
+# Callers assign the output before eval-ing it (`setup_env=$(scripts/setup.sh); eval "$setup_env"`):
+# `eval "$(...)"` alone would hide a failed set-up behind eval's own success.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false

@@ -6,7 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-eval "$(scripts/setup.sh --cluster)"
+setup_env=$(scripts/setup.sh --cluster)
+eval "$setup_env"
 cargo build --workspace --bins
 log=$(mktemp)
 skips=$(mktemp)

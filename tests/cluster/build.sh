@@ -28,12 +28,17 @@ stamp() {
 bin="$cache/bin"
 mkdir -p "$bin"
 
+# [TOOLCHAIN=...] module_info <folder> <module[@version]> <field>: one field (Dir, Sum) of what
+# `go mod download -json`, run in <folder>, reports for the module; it fetches it if missing.
+module_info() {
+  (cd "$1" && GOTOOLCHAIN=${TOOLCHAIN:-local} go mod download -json "$2") |
+    sed -n "s/^[[:space:]]*\"$3\": \"\(.*\)\",*\$/\1/p"
+}
 # [TOOLCHAIN=...] module_dir <wrapper> <module>: the module's source folder in Go's module
 # cache, fetched if missing (`go list -m` alone answers "" when a cached binary meant no build).
 module_dir() {
   local dir
-  dir=$(cd "$here/$1" && GOTOOLCHAIN=${TOOLCHAIN:-local} go mod download -json "$2" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  dir=$(module_info "$here/$1" "$2" Dir)
   [ -d "$dir" ] || { echo "build.sh: no source folder for $2 in $1" >&2; return 1; }
   echo "$dir"
 }
@@ -122,10 +127,10 @@ build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/promet
 # module hash) is what the tests validate the shipped KEDA example against.
 keda_version=v2.21.0 keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
 if wanted keda; then
-  keda=$(go mod download -json "github.com/kedacore/keda/v2@$keda_version")
-  keda_dir=$(echo "$keda" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  got_sum=$(echo "$keda" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p')
+  keda_module=github.com/kedacore/keda/v2@$keda_version
+  got_sum=$(module_info "$here" "$keda_module" Sum)
   [ "$got_sum" = "$keda_sum" ] || { echo "KEDA $keda_version: module hash $got_sum, expected $keda_sum" >&2; exit 1; }
+  keda_dir=$(module_info "$here" "$keda_module" Dir)
   rm -rf "$bin/keda-crds"
   mkdir -p "$bin/keda-crds"
   cp "$keda_dir/config/crd/bases/keda.sh_scaledobjects.yaml" "$bin/keda-crds/"
