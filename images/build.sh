@@ -53,9 +53,9 @@ flock 9
 rm -rf "$cache/images/build"/.work-* "$cache/images/build"/*.tmp
 
 VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/renderpool-operator/Chart.yaml")
-GOTENBERG_VERSION=$(awk '$1 == "github.com/gotenberg/gotenberg/v8" { sub(/^v/, "", $2); print $2 }' \
-  "$root/tests/cluster/gotenberg/go.mod")
-PYPDFIUM2_VERSION=$(sed -n 's/^PYPDFIUM2_VERSION=//p' "$root/scripts/fetch-pdfium.sh")
+# GOTENBERG_VERSION and PYPDFIUM2_VERSION, among the other pins.
+# shellcheck source=versions.env
+. "$root/versions.env"
 
 # The recipe folders and the names the images carry; the names are the project's contract
 # (chart, CRD defaults, the real-node tests).

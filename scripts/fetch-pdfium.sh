@@ -3,8 +3,10 @@
 # the checkout, keyed by version, after checking the wheel against a pinned sha256.
 # Prints the library's path on the last line of stdout. Render pods read it from PDFIUM_LIB_PATH.
 set -euo pipefail
-PYPDFIUM2_VERSION=5.15.2
-WHEEL_SHA256=dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37
+# PYPDFIUM2_VERSION and PYPDFIUM2_WHEEL_SHA256 (render-pod reads the same version to find the
+# library in the cache).
+# shellcheck source=versions.env
+. "$(dirname "$0")/../versions.env"
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 dest="$cache/pdfium/pypdfium2-$PYPDFIUM2_VERSION"
 lib="$dest/libpdfium.so"
@@ -16,8 +18,8 @@ if [ ! -f "$lib" ]; then
     --platform manylinux_2_17_x86_64 --python-version 3.11 \
     -d "$work" "pypdfium2==$PYPDFIUM2_VERSION" >&2
   wheel=$(ls "$work"/pypdfium2-*.whl)
-  echo "$WHEEL_SHA256  $wheel" | sha256sum --check --quiet - >&2 || {
-    echo "fetch-pdfium: $wheel does not match the pinned sha256 $WHEEL_SHA256" >&2
+  echo "$PYPDFIUM2_WHEEL_SHA256  $wheel" | sha256sum --check --quiet - >&2 || {
+    echo "fetch-pdfium: $wheel does not match the pinned sha256 $PYPDFIUM2_WHEEL_SHA256" >&2
     exit 1
   }
   mkdir -p "$dest"

@@ -15,7 +15,21 @@ cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 module_version() { awk -v m="$2" '$1 == m { print $2; exit }' "$here/$1/go.mod"; }
-K8S_VERSION=$(module_version k8s k8s.io/kubernetes)
+# GOTENBERG_VERSION, KUBERNETES_VERSION, CONTAINERD_VERSION: the pins that Rust and the images
+# read too. A go.mod is where Go takes a version from, so the two must agree.
+# shellcheck source=versions.env
+. "$here/../../versions.env"
+# pinned <wrapper> <module> <version from versions.env>: the go.mod's version, if it agrees.
+pinned() {
+  local got
+  got=$(module_version "$1" "$2")
+  [ "$got" = "v$3" ] || {
+    echo "build.sh: $1/go.mod requires $2 $got but versions.env pins $3: change both together" >&2
+    return 1
+  }
+  echo "$got"
+}
+K8S_VERSION=$(pinned k8s k8s.io/kubernetes "$KUBERNETES_VERSION")
 k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 
 # One cache folder per build: "<tool>-<version>-<hash>", the hash covering go.sum, ldflags, build
@@ -95,13 +109,13 @@ build k8s "$K8S_VERSION" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
-gotenberg_version=$(module_version gotenberg github.com/gotenberg/gotenberg/v8)
+gotenberg_version=$(pinned gotenberg github.com/gotenberg/gotenberg/v8 "$GOTENBERG_VERSION")
 # Without the version stamp, /version answers "snapshot".
 build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
   github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
 
 # The real node's runtime and network. Debian's runc and nft run beside them (scripts/setup.sh).
-containerd_version=$(module_version containerd github.com/containerd/containerd/v2)
+containerd_version=$(pinned containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION")
 BUILD_TAGS="no_btrfs no_devmapper no_zfs urfave_cli_no_docs" build containerd "$containerd_version" \
   "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
   github.com/containerd/containerd/v2/cmd/containerd \

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates tests/cluster/k8s/go.mod: k8s.io/kubernetes maps its staging modules to ./staging/src,
 # and a dependency's replace lines are ignored, so the wrapper pins each one itself at the
-# matching v0.X.Y tag. Run after changing K8S_VERSION, then commit go.mod and go.sum.
+# matching v0.X.Y tag. Run after changing KUBERNETES_VERSION in versions.env (or with K8S_VERSION
+# set, to try one), then commit go.mod and go.sum.
 set -euo pipefail
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-staging_version="v0.${K8S_VERSION#v1.}"
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/../../versions.env"
+K8S_VERSION=${K8S_VERSION:-v$KUBERNETES_VERSION}
+staging_version="v0.${K8S_VERSION#v1.}"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')

@@ -1,0 +1,86 @@
+//! The render pod's side of the contract: the environment variable of every `render-pod serve`
+//! flag (the operator writes them, the image sets one, the pod's parser reads them), the
+//! defaults the operator's CRD repeats, its port and its image.
+
+use crate::quantity::Mebibytes;
+
+/// The render pod's image, tagged with the workspace's version (the chart's appVersion, which a
+/// test holds to it).
+pub const IMAGE: &str = concat!("ghcr.io/renderpool/render-pod:", env!("CARGO_PKG_VERSION"));
+
+/// The port the render pod serves on: its default listen address, the image's `EXPOSE`, and the
+/// container port and Service port the operator gives it.
+pub const PORT: u16 = 8080;
+
+/// Jobs that may wait for a slot; beyond this requests get 503 at once.
+pub const QUEUE_DEPTH: u16 = 64;
+/// Milliseconds from arrival after which a job is dropped or its worker killed.
+pub const JOB_DEADLINE_MS: u32 = 30_000;
+/// Milliseconds between SIGTERM (readiness false at once) and refusing new work, for a pod run
+/// by hand or by a Deployment of its own: nothing else holds it in its load balancers' pools
+/// while they notice, so it waits a few of their check intervals. The operator's pods default
+/// to less (`drainDelayMs` 1000 in the CRD) because they get `preStopSeconds` of serving
+/// before SIGTERM, which already gave the endpoints time to go.
+pub const DRAIN_DELAY_MS: u32 = 5_000;
+/// The largest accepted request body.
+pub const MAX_BODY: Mebibytes = Mebibytes(100);
+/// Each worker's memory budget: its ceiling, and the unit the slot count is carved in.
+pub const MEMORY_PER_SLOT: Mebibytes = Mebibytes(512);
+/// Converted PDFs the supervisor keeps (its memory, not a slot's).
+pub const OFFICE_CACHE: Mebibytes = Mebibytes(64);
+
+/// The environment variable of each `render-pod serve` flag, named after the flag.
+pub mod env {
+    pub const LISTEN: &str = "RENDERPOD_LISTEN";
+    pub const SLOTS: &str = "RENDERPOD_SLOTS";
+    pub const MEMORY_PER_SLOT: &str = "RENDERPOD_MEMORY_PER_SLOT";
+    pub const MEMORY_CEILING: &str = "RENDERPOD_MEMORY_CEILING";
+    pub const SUPERVISOR_OVERHEAD: &str = "RENDERPOD_SUPERVISOR_OVERHEAD";
+    pub const QUEUE_DEPTH: &str = "RENDERPOD_QUEUE_DEPTH";
+    pub const JOB_DEADLINE_MS: &str = "RENDERPOD_JOB_DEADLINE_MS";
+    pub const DRAIN_DELAY_MS: &str = "RENDERPOD_DRAIN_DELAY_MS";
+    pub const GRACE_PERIOD_MS: &str = "RENDERPOD_GRACE_PERIOD_MS";
+    pub const MAX_BODY_BYTES: &str = "RENDERPOD_MAX_BODY_BYTES";
+    pub const UPLOAD_BUDGET: &str = "RENDERPOD_UPLOAD_BUDGET";
+    pub const HEADER_READ_TIMEOUT_MS: &str = "RENDERPOD_HEADER_READ_TIMEOUT_MS";
+    pub const BODY_MIN_RATE: &str = "RENDERPOD_BODY_MIN_RATE";
+    pub const BODY_IDLE_TIMEOUT_MS: &str = "RENDERPOD_BODY_IDLE_TIMEOUT_MS";
+    pub const FRONT_LIMITS: &str = "RENDERPOD_FRONT_LIMITS";
+    pub const THUMBNAIL_MAX_WIDTH: &str = "RENDERPOD_THUMBNAIL_MAX_WIDTH";
+    pub const THUMBNAIL_MAX_DPI: &str = "RENDERPOD_THUMBNAIL_MAX_DPI";
+    pub const THUMBNAIL_MAX_PIXELS: &str = "RENDERPOD_THUMBNAIL_MAX_PIXELS";
+    pub const RECYCLE_AFTER_JOBS: &str = "RENDERPOD_RECYCLE_AFTER_JOBS";
+    pub const MAX_PIXELS: &str = "RENDERPOD_MAX_PIXELS";
+    pub const MAX_PAGES: &str = "RENDERPOD_MAX_PAGES";
+    pub const POISON_TTL_MS: &str = "RENDERPOD_POISON_TTL_MS";
+    pub const CANCEL_GRACE_MS: &str = "RENDERPOD_CANCEL_GRACE_MS";
+    pub const WORKER_NICE: &str = "RENDERPOD_WORKER_NICE";
+    pub const GOTENBERG_URL: &str = "RENDERPOD_GOTENBERG_URL";
+    pub const OFFICE_CONCURRENCY: &str = "RENDERPOD_OFFICE_CONCURRENCY";
+    pub const OFFICE_SHARE_FILE: &str = "RENDERPOD_OFFICE_SHARE_FILE";
+    pub const OFFICE_SHARE_POLL_MS: &str = "RENDERPOD_OFFICE_SHARE_POLL_MS";
+    pub const OFFICE_QUEUE_DEPTH: &str = "RENDERPOD_OFFICE_QUEUE_DEPTH";
+    pub const OFFICE_CACHE_BYTES: &str = "RENDERPOD_OFFICE_CACHE_BYTES";
+    pub const LOG_FORMAT: &str = "RENDERPOD_LOG_FORMAT";
+    pub const WORKER_EXE: &str = "RENDERPOD_WORKER_EXE";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `images/build.sh` tags the images with the chart's appVersion; the CRD's default image
+    /// is tagged with the crate's version: the two must be one.
+    #[test]
+    fn the_image_tag_is_the_charts_app_version() {
+        let chart =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/renderpool-operator/Chart.yaml");
+        let text = std::fs::read_to_string(chart).unwrap_or_default();
+        let app_version = text
+            .lines()
+            .find_map(|line| line.strip_prefix("appVersion:"))
+            .map(|v| v.trim().trim_matches('"'));
+        assert_eq!(app_version, Some(env!("CARGO_PKG_VERSION")), "{chart}");
+        assert!(IMAGE.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))));
+    }
+}
