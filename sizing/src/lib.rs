@@ -9,10 +9,10 @@ mod quantity;
 mod slots;
 
 pub use office::office_conversions_per_pod;
-pub use quantity::{QuantityError, parse_cpu_millis, parse_memory_bytes};
+pub use quantity::{QuantityError, parse_cpu_millis, parse_decimal_si, parse_memory_bytes};
 pub use slots::{
-    DEFAULT_MEMORY_PER_SLOT, DEFAULT_OFFICE_CACHE_BYTES, DEFAULT_SUPERVISOR_OVERHEAD, Limits,
-    SUPERVISOR_AT_REST, SizingError, SlotPlan, SlotPolicy, plan_slots, supervisor_share,
+    DEFAULT_SUPERVISOR_OVERHEAD, Limits, SUPERVISOR_AT_REST, SizingError, SlotPlan, SlotPolicy,
+    plan_slots, supervisor_share,
 };
 
 /// Bytes in one mebibyte, for readable constants and messages.

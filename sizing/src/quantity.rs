@@ -31,23 +31,14 @@ pub fn parse_cpu_millis(value: &str) -> Result<u64, QuantityError> {
 pub fn parse_memory_bytes(value: &str) -> Result<u64, QuantityError> {
     let err = |why| QuantityError { kind: "memory", value: value.to_string(), why };
     let trimmed = value.trim();
-    const SUFFIXES: [(&str, u64); 12] = [
-        ("Ki", 1 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("Pi", 1 << 50),
-        ("Ei", 1 << 60),
-        ("k", 1_000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-        ("T", 1_000_000_000_000),
-        ("P", 1_000_000_000_000_000),
-        ("E", 1_000_000_000_000_000_000),
-    ];
-    let (number, multiplier) = SUFFIXES
+    let binary = BINARY_SI.iter().map(|(suffix, power)| (*suffix, 1u64 << power));
+    // Bytes are whole: "m" (milli) is no memory suffix.
+    let decimal = DECIMAL_SI
         .iter()
-        .find_map(|(suffix, mult)| trimmed.strip_suffix(suffix).map(|n| (n, *mult)))
+        .filter_map(|(suffix, power)| Some((*suffix, 10u64.pow(u32::try_from(*power).ok()?))));
+    let (number, multiplier) = binary
+        .chain(decimal)
+        .find_map(|(suffix, mult)| trimmed.strip_suffix(suffix).map(|n| (n, mult)))
         .unwrap_or((trimmed, 1));
     if let Some((mantissa, exponent)) = number.split_once(['e', 'E']) {
         let mantissa = parse_decimal(mantissa).map_err(|bad| match bad {
@@ -64,6 +55,35 @@ pub fn parse_memory_bytes(value: &str) -> Result<u64, QuantityError> {
     })?;
     scale(amount, multiplier).ok_or_else(|| err("out of range"))
 }
+
+/// Parses a decimal SI quantity into a number ("833m" = 0.833, "1", "2.5", "2k" = 2000), as the
+/// custom metrics API reports a metric's value (prometheus-adapter writes milli-quantities). A
+/// suffix outside [`DECIMAL_SI`] (binary ones, "u", "n") is refused, not guessed.
+pub fn parse_decimal_si(value: &str) -> Result<f64, QuantityError> {
+    let err = |why| QuantityError { kind: "decimal", value: value.to_string(), why };
+    let trimmed = value.trim();
+    let (number, power) = DECIMAL_SI
+        .iter()
+        .find_map(|(suffix, power)| trimmed.strip_suffix(suffix).map(|n| (n, *power)))
+        .unwrap_or((trimmed, 0));
+    let (int, frac, frac_len) = parse_decimal(number).map_err(|bad| match bad {
+        BadDecimal::Syntax => {
+            err("expected a number with an optional suffix m, k, M, G, T, P or E")
+        }
+        BadDecimal::Range => err("out of range"),
+    })?;
+    let digits = frac_len.try_into().map_err(|_| err("out of range"))?;
+    let number = int as f64 + frac as f64 / 10f64.powi(digits);
+    // Dividing by a power of ten keeps "500m" exactly 0.5.
+    Ok(if power < 0 { number / 10f64.powi(-power) } else { number * 10f64.powi(power) })
+}
+
+/// Kubernetes' decimal SI suffixes and their powers of ten.
+const DECIMAL_SI: [(&str, i32); 7] =
+    [("m", -3), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18)];
+/// Kubernetes' binary suffixes and their powers of two.
+const BINARY_SI: [(&str, u32); 6] =
+    [("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)];
 
 /// A non-negative decimal as (integer digits, fraction digits, fraction length).
 type Decimal = (u64, u64, u32);
@@ -128,6 +148,22 @@ mod tests {
         assert!(parse_memory_bytes("4GB").is_err());
         assert!(parse_memory_bytes("-1Gi").is_err());
         assert!(parse_memory_bytes("99999999Ei").is_err());
+    }
+
+    #[test]
+    fn decimal_si_forms() {
+        assert_eq!(parse_decimal_si("0"), Ok(0.0));
+        assert_eq!(parse_decimal_si("1"), Ok(1.0));
+        assert_eq!(parse_decimal_si("500m"), Ok(0.5));
+        assert_eq!(parse_decimal_si("250m"), Ok(0.25));
+        assert_eq!(parse_decimal_si("2k"), Ok(2000.0));
+        assert_eq!(parse_decimal_si("1.5M"), Ok(1_500_000.0));
+        assert!((parse_decimal_si("833m").unwrap() - 0.833).abs() < 1e-12);
+        // Binary, micro and nano suffixes are no decimal SI this parser knows; a bare suffix
+        // or a sign is no number.
+        for bad in ["1Ki", "333u", "5n", "m", "", "-1", "1e3"] {
+            assert!(parse_decimal_si(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,17 +1,15 @@
 //! The slot formula: one PDFium worker process per slot, bounded by CPU and memory.
 
+use renderpool_api::render_pod::MEMORY_PER_SLOT;
+
 use crate::MIB;
 
-/// Memory a slot may use unless the spec or the command line says otherwise.
-pub const DEFAULT_MEMORY_PER_SLOT: u64 = 512 * MIB;
 /// The least memory kept for the supervisor (HTTP front, queue, buffers) before slots are
 /// counted.
 pub const DEFAULT_SUPERVISOR_OVERHEAD: u64 = 128 * MIB;
 /// What the supervisor needs besides uploads and the Office cache: the runtime, metrics and
 /// worker pipes at rest (about 20 MiB measured) plus answers on their way out.
 pub const SUPERVISOR_AT_REST: u64 = 32 * MIB;
-/// The render pod's default Office cache of converted PDFs.
-pub const DEFAULT_OFFICE_CACHE_BYTES: u64 = 64 * MIB;
 
 /// The supervisor's share of a pod's memory when none is set: what it needs at rest, the Office
 /// cache and room for one largest upload, and never less than [`DEFAULT_SUPERVISOR_OVERHEAD`].
@@ -46,7 +44,7 @@ pub struct SlotPolicy {
 impl Default for SlotPolicy {
     fn default() -> Self {
         Self {
-            memory_per_slot: DEFAULT_MEMORY_PER_SLOT,
+            memory_per_slot: MEMORY_PER_SLOT.bytes(),
             supervisor_overhead: DEFAULT_SUPERVISOR_OVERHEAD,
             override_slots: None,
         }
