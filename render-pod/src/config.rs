@@ -1,12 +1,12 @@
 //! `render-pod serve` settings: every flag also reads an environment variable.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use renderpool_sizing::{
-    DEFAULT_MEMORY_PER_SLOT, DEFAULT_OFFICE_CACHE_BYTES, parse_memory_bytes, supervisor_share,
-};
+use renderpool_api::render_pod::{self as pod, env};
+use renderpool_runtime::logging::LogFormat;
+use renderpool_sizing::{parse_memory_bytes, supervisor_share};
 
 use crate::http::ThumbnailLimits;
 use crate::http::body::BodyLimits;
@@ -15,139 +15,133 @@ use crate::http::server::ConnectionLimits;
 use crate::office::OfficeConfig;
 use crate::ops::OpLimits;
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
 /// Flags of `render-pod serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on.
-    #[arg(long, env = "RENDERPOD_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = env::LISTEN, default_value_t = SocketAddr::from((Ipv4Addr::LOCALHOST, pod::PORT)))]
     pub listen: SocketAddr,
     /// Slot count, replacing the one derived from the cgroup limits.
-    #[arg(long, env = "RENDERPOD_SLOTS")]
+    #[arg(long, env = env::SLOTS)]
     pub slots: Option<u32>,
     /// Memory budget per worker, e.g. 512Mi: the slot count, each worker's hard memory ceiling
     /// and its recycle threshold derive from it.
-    #[arg(long, env = "RENDERPOD_MEMORY_PER_SLOT", value_parser = parse_memory_bytes,
-          default_value_t = DEFAULT_MEMORY_PER_SLOT)]
+    #[arg(long, env = env::MEMORY_PER_SLOT, value_parser = parse_memory_bytes,
+          default_value_t = pod::MEMORY_PER_SLOT.bytes())]
     pub memory_per_slot: u64,
     /// Hold each worker to --memory-per-slot (RLIMIT_DATA): a document that needs more fails its
     /// own job with 422 memory_limit_exceeded. `false` only for measuring what it costs.
-    #[arg(long, env = "RENDERPOD_MEMORY_CEILING", default_value_t = true,
+    #[arg(long, env = env::MEMORY_CEILING, default_value_t = true,
           action = clap::ArgAction::Set)]
     pub memory_ceiling: bool,
     /// Memory kept for the supervisor before slots are counted, e.g. 256Mi. Default: 32Mi at
     /// rest + --office-cache-bytes + --max-body-bytes (one largest upload), at least 128Mi.
-    #[arg(long, env = "RENDERPOD_SUPERVISOR_OVERHEAD", value_parser = parse_memory_bytes)]
+    #[arg(long, env = env::SUPERVISOR_OVERHEAD, value_parser = parse_memory_bytes)]
     pub supervisor_overhead: Option<u64>,
     /// Jobs that may wait for a slot; beyond this requests get 503 at once.
-    #[arg(long, env = "RENDERPOD_QUEUE_DEPTH", default_value_t = 64)]
+    #[arg(long, env = env::QUEUE_DEPTH,
+          default_value_t = usize::from(pod::QUEUE_DEPTH))]
     pub queue_depth: usize,
     /// Milliseconds from arrival after which a job is dropped or its worker killed.
-    #[arg(long, env = "RENDERPOD_JOB_DEADLINE_MS", default_value_t = 30_000)]
+    #[arg(long, env = env::JOB_DEADLINE_MS,
+          default_value_t = u64::from(pod::JOB_DEADLINE_MS))]
     pub job_deadline_ms: u64,
     /// Milliseconds between SIGTERM (readiness goes false at once) and refusing new work.
-    #[arg(long, env = "RENDERPOD_DRAIN_DELAY_MS", default_value_t = 5_000)]
+    #[arg(long, env = env::DRAIN_DELAY_MS,
+          default_value_t = u64::from(pod::DRAIN_DELAY_MS))]
     pub drain_delay_ms: u64,
     /// Milliseconds in-flight requests get to finish after new work stops being taken.
-    #[arg(long, env = "RENDERPOD_GRACE_PERIOD_MS", default_value_t = 30_000)]
+    #[arg(long, env = env::GRACE_PERIOD_MS, default_value_t = 30_000)]
     pub grace_period_ms: u64,
     /// Largest accepted request body, e.g. 100Mi.
-    #[arg(long, env = "RENDERPOD_MAX_BODY_BYTES", value_parser = parse_memory_bytes,
-          default_value_t = 100 << 20)]
+    #[arg(long, env = env::MAX_BODY_BYTES, value_parser = parse_memory_bytes,
+          default_value_t = pod::MAX_BODY.bytes())]
     pub max_body_bytes: u64,
     /// Bytes request bodies may hold in the supervisor at once, e.g. 32Mi; a body is reserved
     /// before it is read, and past the budget answered 503 with Retry-After. Default:
     /// --supervisor-overhead less 32Mi (the supervisor at rest) less --office-cache-bytes.
-    #[arg(long, env = "RENDERPOD_UPLOAD_BUDGET", value_parser = parse_memory_bytes)]
+    #[arg(long, env = env::UPLOAD_BUDGET, value_parser = parse_memory_bytes)]
     pub upload_budget: Option<u64>,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for
     /// one (so an idle keep-alive connection is closed after it too).
-    #[arg(long, env = "RENDERPOD_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+    #[arg(long, env = env::HEADER_READ_TIMEOUT_MS, default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_read_timeout_ms: u64,
     /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
     /// with 408 body_too_slow.
-    #[arg(long, env = "RENDERPOD_BODY_MIN_RATE", value_parser = parse_memory_bytes,
+    #[arg(long, env = env::BODY_MIN_RATE, value_parser = parse_memory_bytes,
           default_value_t = 32 << 10)]
     pub body_min_rate: u64,
     /// Milliseconds a body may go without a byte before it is cut off with 408 body_too_slow.
-    #[arg(long, env = "RENDERPOD_BODY_IDLE_TIMEOUT_MS", default_value_t = 5_000,
+    #[arg(long, env = env::BODY_IDLE_TIMEOUT_MS, default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_idle_timeout_ms: u64,
     /// Enforce the upload budget, the body rate and idle limits and the header read timeout.
     /// `false` only for measuring what they cost.
-    #[arg(long, env = "RENDERPOD_FRONT_LIMITS", default_value_t = true,
+    #[arg(long, env = env::FRONT_LIMITS, default_value_t = true,
           action = clap::ArgAction::Set)]
     pub front_limits: bool,
     /// Widest thumbnail, in pixels (`/v1/thumbnails?width=`).
-    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_WIDTH", default_value_t = 1200)]
+    #[arg(long, env = env::THUMBNAIL_MAX_WIDTH, default_value_t = 1200)]
     pub thumbnail_max_width: u32,
     /// Highest thumbnail resolution (`/v1/thumbnails?dpi=`).
-    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_DPI", default_value_t = 150.0)]
+    #[arg(long, env = env::THUMBNAIL_MAX_DPI, default_value_t = 150.0)]
     pub thumbnail_max_dpi: f32,
     /// Most pixels of all pages of one JSON filmstrip (held whole until sent); past it the
     /// request is refused up front with 422 output_too_large. The NDJSON form is exempt.
-    #[arg(long, env = "RENDERPOD_THUMBNAIL_MAX_PIXELS", default_value_t = 16_000_000)]
+    #[arg(long, env = env::THUMBNAIL_MAX_PIXELS, default_value_t = 16_000_000)]
     pub thumbnail_max_pixels: u64,
     /// Jobs after which a worker is replaced (plus up to 10% jitter).
-    #[arg(long, env = "RENDERPOD_RECYCLE_AFTER_JOBS", default_value_t = 500)]
+    #[arg(long, env = env::RECYCLE_AFTER_JOBS, default_value_t = 500)]
     pub recycle_after_jobs: u64,
     /// Largest rendered page in pixels (width x height).
-    #[arg(long, env = "RENDERPOD_MAX_PIXELS", default_value_t = OpLimits::default().max_pixels)]
+    #[arg(long, env = env::MAX_PIXELS, default_value_t = OpLimits::default().max_pixels)]
     pub max_pixels: u64,
     /// Most pages one request may name.
-    #[arg(long, env = "RENDERPOD_MAX_PAGES", default_value_t = OpLimits::default().max_pages)]
+    #[arg(long, env = env::MAX_PAGES, default_value_t = OpLimits::default().max_pages)]
     pub max_pages: u32,
     /// Milliseconds a document that crashed a worker is refused.
-    #[arg(long, env = "RENDERPOD_POISON_TTL_MS", default_value_t = 600_000)]
+    #[arg(long, env = env::POISON_TTL_MS, default_value_t = 600_000)]
     pub poison_ttl_ms: u64,
     /// Milliseconds a running job whose client disconnected may still finish before its worker
     /// is killed and replaced.
-    #[arg(long, env = "RENDERPOD_CANCEL_GRACE_MS", default_value_t = 100)]
+    #[arg(long, env = env::CANCEL_GRACE_MS, default_value_t = 100)]
     pub cancel_grace_ms: u64,
     /// Scheduling niceness of worker processes (0 to 19); above 0 the HTTP front (health
     /// checks, admission, rejections) gets the CPU first when it wakes up.
-    #[arg(long, env = "RENDERPOD_WORKER_NICE", default_value_t = 10,
+    #[arg(long, env = env::WORKER_NICE, default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
     /// Gotenberg's base URL for Office to PDF, e.g. http://pool-gotenberg:3000 (the operator
     /// sets it); without one, Office input is answered 503 office_not_configured.
-    #[arg(long, env = "RENDERPOD_GOTENBERG_URL")]
+    #[arg(long, env = env::GOTENBERG_URL)]
     pub gotenberg_url: Option<String>,
     /// Office conversions this pod runs at once when no share file is given, or until the share
     /// file is readable.
-    #[arg(long, env = "RENDERPOD_OFFICE_CONCURRENCY", default_value_t = 1,
+    #[arg(long, env = env::OFFICE_CONCURRENCY, default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub office_concurrency: u32,
     /// File holding this pod's share of the Gotenberg pool (one decimal number; the operator
     /// mounts it from a ConfigMap); re-read while running, a bad read keeps the last good share.
-    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_FILE")]
+    #[arg(long, env = env::OFFICE_SHARE_FILE)]
     pub office_share_file: Option<PathBuf>,
     /// Milliseconds between reads of the share file.
-    #[arg(long, env = "RENDERPOD_OFFICE_SHARE_POLL_MS", default_value_t = 5_000,
+    #[arg(long, env = env::OFFICE_SHARE_POLL_MS, default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(10..))]
     pub office_share_poll_ms: u64,
     /// Office requests that may wait for a conversion place; beyond this they get 503 at once.
-    #[arg(long, env = "RENDERPOD_OFFICE_QUEUE_DEPTH", default_value_t = 32)]
+    #[arg(long, env = env::OFFICE_QUEUE_DEPTH, default_value_t = 32)]
     pub office_queue_depth: usize,
     /// Converted-PDF bytes kept in memory (least recently used out first), e.g. 64Mi; 0 turns
     /// the cache off. Counts against the supervisor's memory, not a slot's.
-    #[arg(long, env = "RENDERPOD_OFFICE_CACHE_BYTES", value_parser = parse_memory_bytes,
-          default_value_t = DEFAULT_OFFICE_CACHE_BYTES)]
+    #[arg(long, env = env::OFFICE_CACHE_BYTES, value_parser = parse_memory_bytes,
+          default_value_t = pod::OFFICE_CACHE.bytes())]
     pub office_cache_bytes: u64,
     /// Log format.
-    #[arg(long, env = "RENDERPOD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = env::LOG_FORMAT, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Executable started as `<exe> worker` for each slot (default: this binary).
-    #[arg(long, env = "RENDERPOD_WORKER_EXE", hide = true)]
+    #[arg(long, env = env::WORKER_EXE, hide = true)]
     pub worker_exe: Option<PathBuf>,
 }
 

@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use render_pod::config::{LogFormat, ServeArgs, WorkerArgs};
+use render_pod::config::{ServeArgs, WorkerArgs};
 use render_pod::oneshot::{self, OneShot};
 use render_pod::{engine, serve};
+use renderpool_runtime::logging;
 
 /// PDFium page images, text and watermarks, one worker process per slot.
 #[derive(Debug, Parser)]
@@ -27,26 +28,11 @@ enum Command {
     OneShot(OneShot),
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour codes only for a person at a terminal, never in collected logs.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
 fn main() -> ExitCode {
     render_pod::malloc::tune();
     match Cli::parse().command {
         Command::Serve(args) => {
-            init_logging(args.log_format);
+            logging::init(args.log_format, "info");
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(runtime) => runtime,
                 Err(e) => {

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::encode::ImageFormat;
+use crate::ops::size::DEFAULT_DPI;
 use crate::ops::{Document, Executor, Op, OpError, OpLimits, OpOutput, RenderSize};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
@@ -34,9 +35,9 @@ pub struct RenderArgs {
     /// 1-based page number.
     #[arg(long, default_value_t = 1)]
     pub page: u32,
-    /// Resolution in dots per inch (72 = one pixel per point); default 150.
-    #[arg(long, conflicts_with = "width")]
-    pub dpi: Option<f32>,
+    /// Resolution in dots per inch (72 = one pixel per point).
+    #[arg(long, conflicts_with = "width", default_value_t = DEFAULT_DPI)]
+    pub dpi: f32,
     /// Target width in pixels instead of a dpi; the height keeps the aspect ratio.
     #[arg(long)]
     pub width: Option<u32>,
@@ -50,9 +51,6 @@ pub struct RenderArgs {
     #[arg(long)]
     pub password: Option<String>,
 }
-
-/// Dpi when neither `--dpi` nor `--width` is given.
-pub const DEFAULT_DPI: f32 = 150.0;
 
 /// Why a one-shot command failed.
 #[derive(Debug, thiserror::Error)]
@@ -84,9 +82,10 @@ pub fn run_to(cmd: OneShot, out: &mut impl Write) -> Result<(), OneShotError> {
     let (file, password, op) = match &cmd {
         OneShot::Info(args) => (&args.file, &args.password, Op::Info),
         OneShot::Render(args) => {
-            let size = match (args.width, args.dpi) {
-                (Some(width), _) => RenderSize::Width(width),
-                (None, dpi) => RenderSize::Dpi(dpi.unwrap_or(DEFAULT_DPI)),
+            // A default dpi never conflicts: a width given replaces it.
+            let size = match args.width {
+                Some(width) => RenderSize::Width(width),
+                None => RenderSize::Dpi(args.dpi),
             };
             (&args.file, &args.password, Op::Render { page: args.page, size, format: args.format })
         }

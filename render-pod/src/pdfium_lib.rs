@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 
 use pdfium_render::prelude::{Pdfium, PdfiumError};
+use renderpool_api::versions;
 
 /// Environment variable that names the `libpdfium.so` to load.
 pub const PDFIUM_LIB_PATH_ENV: &str = "PDFIUM_LIB_PATH";
-/// The pypdfium2 release whose wheel `scripts/fetch-pdfium.sh` unpacks (PDFium build 8149).
-pub const PYPDFIUM2_VERSION: &str = "5.15.2";
 
 /// Failure to find or load PDFium.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +30,9 @@ pub fn library_path() -> PathBuf {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
         home.join(".cache/renderpool")
     });
-    cache.join(format!("pdfium/pypdfium2-{PYPDFIUM2_VERSION}/libpdfium.so"))
+    // Where scripts/fetch-pdfium.sh puts the wheel's library, by the version both read from
+    // versions.env.
+    cache.join(format!("pdfium/pypdfium2-{}/libpdfium.so", versions::PYPDFIUM2))
 }
 
 /// Loads PDFium from [`library_path`] (later calls in the process reuse the loaded library).

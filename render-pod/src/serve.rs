@@ -1,20 +1,20 @@
 //! `render-pod serve`: size the slots, start the engine and the HTTP front, drain on SIGTERM.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use renderpool_runtime::listen;
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
-use crate::engine::{self, Confinement, Engine, EngineConfig, WorkerCommand};
+use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
 use crate::http::budget::ByteBudget;
 use crate::http::etag::EngineVersion;
-use crate::http::{self, AppState, PlanView, Uploads};
-use crate::limits;
-use crate::metrics::Metrics;
-use crate::office::{Office, UrlError};
+use crate::http::{self, AppState, FrontMetrics, PlanView, Uploads};
+use crate::limits::{self, PlanMetrics};
+use crate::metrics::{Exposition, Rejections};
+use crate::office::{Office, OfficeMetrics, UrlError};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 /// Why the service could not start or stopped with an error.
@@ -82,10 +82,21 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     {
         tracing::warn!("{warning}");
     }
-    let metrics = Arc::new(Metrics::new(&plan, &detected));
-    metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
+    // Each subsystem's metrics, registered into one exposition; refusals are counted by the
+    // front and the engine alike.
+    let rejections = Rejections::default();
+    let engine_metrics = Arc::new(EngineMetrics::new(rejections.clone()));
+    let front_metrics = Arc::new(FrontMetrics::new(rejections.clone()));
+    let office_metrics = Arc::new(OfficeMetrics::default());
+    let mut exposition = Exposition::new();
+    exposition.add(&*engine_metrics);
+    exposition.add(&rejections);
+    exposition.add(&*front_metrics);
+    exposition.add(&*office_metrics);
+    exposition.add(&PlanMetrics { plan: &plan, limits: &detected });
+    front_metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
     let uploads = Uploads {
-        budget: ByteBudget::new(upload_budget, metrics.upload_reserved.clone()),
+        budget: ByteBudget::new(upload_budget, front_metrics.upload_reserved.clone()),
         limits: args.body_limits(upload_budget),
     };
     tracing::info!(
@@ -95,7 +106,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
         "front limits"
     );
-    let office = Office::new(args.office(), args.job_deadline(), metrics.office.clone())?;
+    let office = Office::new(args.office(), args.job_deadline(), office_metrics)?;
     let office_status = office.status();
     tracing::info!(
         gotenberg = office_status.gotenberg_url.as_deref().unwrap_or("none (Office input is refused)"),
@@ -131,13 +142,14 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
                 },
             },
         },
-        metrics.clone(),
+        engine_metrics,
     ));
     let share_watch = office.watch_share();
     let lifecycle = Arc::new(Lifecycle::new());
     let state = Arc::new(AppState {
         engine: engine.clone(),
-        metrics,
+        metrics: front_metrics,
+        exposition: Arc::new(exposition),
         office,
         lifecycle: lifecycle.clone(),
         plan: PlanView::new(&plan, detected),
@@ -147,7 +159,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         thumbnails: args.thumbnail_limits(),
         engine_version,
     });
-    let listener = bind(args.listen).await?;
+    let listener = listen::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Listen { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(ServeError::Server)?;
     tracing::info!(listen = %local, "listening");
 
@@ -179,46 +193,4 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     engine.shutdown().await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Binds `addr`. The IPv6 wildcard (`[::]`, every interface of both families) becomes `0.0.0.0`
-/// on the same port where the kernel has no IPv6, with a log line saying so.
-async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
-    let listen = |addr| async move {
-        tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Listen { addr, source })
-    };
-    match listen(addr).await {
-        Err(ServeError::Listen { source, .. }) if lacks_ipv6(addr, &source) => {
-            let v4 = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port());
-            tracing::warn!(%addr, fallback = %v4, error = %source, "no IPv6 here; listening on IPv4 only");
-            listen(v4).await
-        }
-        bound => bound,
-    }
-}
-
-/// True when binding the IPv6 wildcard failed because the kernel has no IPv6 (EAFNOSUPPORT) or
-/// has it turned off (EADDRNOTAVAIL).
-fn lacks_ipv6(addr: SocketAddr, err: &std::io::Error) -> bool {
-    let any_v6 = addr.is_ipv6() && addr.ip().is_unspecified();
-    any_v6 && matches!(err.raw_os_error(), Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn only_the_ipv6_wildcard_falls_back_and_only_without_ipv6() {
-        let any: SocketAddr = "[::]:8080".parse().unwrap();
-        let err = std::io::Error::from_raw_os_error;
-        assert!(lacks_ipv6(any, &err(libc::EAFNOSUPPORT)));
-        assert!(lacks_ipv6(any, &err(libc::EADDRNOTAVAIL)));
-        assert!(!lacks_ipv6(any, &err(libc::EADDRINUSE)), "a port in use is a real error");
-        assert!(!lacks_ipv6("[::1]:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
-        assert!(!lacks_ipv6("127.0.0.1:8080".parse().unwrap(), &err(libc::EAFNOSUPPORT)));
-    }
 }

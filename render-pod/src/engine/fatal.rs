@@ -9,32 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-use serde::{Deserialize, Serialize};
-
-use super::protocol::{self, WorkerMessage};
-
-/// Why a worker is dying, as it saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FatalCause {
-    /// An allocation had just been refused: the worker hit its memory ceiling.
-    OutOfMemory,
-    /// The worker faulted, trapped or aborted by itself (PDFium crashed on the document).
-    Fault,
-    /// Another process sent the signal (`kill` from outside); the document is not to blame.
-    External {
-        /// The sender's process id.
-        sender: i32,
-    },
-}
-
-/// The frame a dying worker sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FatalReport {
-    /// The signal it dies of.
-    pub signal: i32,
-    /// Who or what caused it.
-    pub cause: FatalCause,
-}
+use super::protocol::{self, FatalCause, FatalReport, WorkerMessage};
 
 /// The signals a worker can die of that carry a cause worth reporting (SIGKILL cannot be caught:
 /// it always comes from outside, the kernel's OOM killer included).

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};

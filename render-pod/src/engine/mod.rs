@@ -7,6 +7,7 @@
 mod confine;
 mod fatal;
 mod job;
+mod metrics;
 mod poison;
 mod policy;
 mod process;
@@ -20,16 +21,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use renderpool_runtime::pacing::{self, MovingAverage};
 use serde::Serialize;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::metrics::Metrics;
 use crate::ops::{DocHash, OpOutput};
 
 pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
 pub use job::{JobError, Task, Timing};
-pub use policy::{MovingAverage, entropy, retry_after_secs};
+pub use metrics::EngineMetrics;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
 
@@ -71,12 +72,12 @@ struct SlotStatus {
 /// State shared by the slots and the front.
 struct Shared {
     config: EngineConfig,
-    metrics: Arc<Metrics>,
+    metrics: Arc<EngineMetrics>,
     queue: Mutex<mpsc::Receiver<job::Job>>,
     poison: poison::PoisonList,
     slots: Vec<SlotStatus>,
     /// Job time, for `Retry-After`.
-    average_job: policy::MovingAverage,
+    average_job: MovingAverage,
 }
 
 /// One worker as `/readyz` shows it.
@@ -132,7 +133,7 @@ pub struct Engine {
 
 impl Engine {
     /// Starts one supervisor task per slot; workers come up in the background.
-    pub fn start(config: EngineConfig, metrics: Arc<Metrics>) -> Self {
+    pub fn start(config: EngineConfig, metrics: Arc<EngineMetrics>) -> Self {
         let (sender, receiver) = mpsc::channel(config.queue_depth.max(1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let slots = (0..config.slots).map(|_| SlotStatus::default()).collect();
@@ -142,7 +143,7 @@ impl Engine {
             metrics,
             queue: Mutex::new(receiver),
             slots,
-            average_job: policy::MovingAverage::default(),
+            average_job: MovingAverage::default(),
         });
         let tasks = (0..shared.slots.len())
             .map(|index| tokio::spawn(slot::run(shared.clone(), index, shutdown_rx.clone())))
@@ -277,7 +278,7 @@ impl Engine {
 
     /// Seconds a refused client should wait: the queue worked off at the average job time.
     pub fn retry_after_secs(&self) -> u64 {
-        policy::retry_after_secs(
+        pacing::retry_after_secs(
             self.queued(),
             self.shared.config.slots,
             self.shared.average_job.get(),
@@ -345,25 +346,11 @@ impl Engine {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::limits::DetectedLimits;
+    use crate::metrics::Rejections;
     use crate::ops::Op;
-    use renderpool_sizing::SlotPlan;
 
     /// An engine whose workers can never start, so jobs stay queued.
     fn stalled_engine(queue_depth: usize, deadline: Duration) -> Engine {
-        let plan = SlotPlan {
-            slots: 1,
-            cpu_slots: 1,
-            memory_slots: 1,
-            overridden: true,
-            reason: "test".into(),
-        };
-        let limits = DetectedLimits {
-            cpu_millis: 1000,
-            cpu_source: "test".into(),
-            memory_bytes: 1 << 30,
-            memory_source: "test".into(),
-        };
         let config = EngineConfig {
             slots: 1,
             queue_depth,
@@ -380,12 +367,12 @@ mod tests {
                 confinement: Confinement { nice: 0, memory_ceiling: None },
             },
         };
-        Engine::start(config, Arc::new(Metrics::new(&plan, &limits)))
+        Engine::start(config, Arc::new(EngineMetrics::new(Rejections::default())))
     }
 
     fn task(doc: &'static [u8]) -> Task {
         Task {
-            doc: axum::body::Bytes::from_static(doc),
+            doc: bytes::Bytes::from_static(doc),
             hash: DocHash::of(doc),
             password: None,
             op: Op::Info,

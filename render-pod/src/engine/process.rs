@@ -11,9 +11,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::ops::{DocHash, OpError, OpOutput};
 
 use super::confine::{self, Confinement};
-use super::fatal::{FatalCause, FatalReport};
 use super::procfs;
-use super::protocol::{self, ProtocolError, WorkerMessage};
+use super::protocol::{self, FatalCause, FatalReport, ProtocolError, WorkerMessage};
 
 /// How to start a worker.
 #[derive(Debug, Clone)]

@@ -3,7 +3,8 @@
 //! A frame is a little-endian `u32` length and that many bytes. The supervisor sends a job as a
 //! postcard-encoded [`JobHeader`] frame, then the raw document (written straight from the request
 //! body without re-encoding) unless the worker already holds that document; the worker answers
-//! with one postcard-encoded [`WorkerMessage`] frame.
+//! with one postcard-encoded [`WorkerMessage`] frame; a worker dying of a signal sends a
+//! [`FatalReport`] as its last (see `fatal`, which writes it from the signal handler).
 
 use std::io::{self, Read, Write};
 
@@ -11,8 +12,6 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};
-
-use super::fatal::FatalReport;
 
 /// Largest frame either side accepts; a bigger length prefix means a corrupt stream.
 pub const MAX_FRAME: usize = 1 << 30;
@@ -40,6 +39,29 @@ pub enum WorkerMessage {
     Done(Result<OpOutput, OpError>),
     /// The worker is dying of a signal, and says why (its last frame).
     Fatal(FatalReport),
+}
+
+/// Why a worker is dying, as it saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FatalCause {
+    /// An allocation had just been refused: the worker hit its memory ceiling.
+    OutOfMemory,
+    /// The worker faulted, trapped or aborted by itself (PDFium crashed on the document).
+    Fault,
+    /// Another process sent the signal (`kill` from outside); the document is not to blame.
+    External {
+        /// The sender's process id.
+        sender: i32,
+    },
+}
+
+/// The frame a dying worker sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FatalReport {
+    /// The signal it dies of.
+    pub signal: i32,
+    /// Who or what caused it.
+    pub cause: FatalCause,
 }
 
 /// A broken or undecodable stream.

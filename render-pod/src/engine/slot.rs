@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use renderpool_runtime::pacing;
 use tokio::sync::{oneshot, watch};
 
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
 use super::job::{Job, JobError, Timing};
-use super::policy::{self, Backoff, HEALTHY_LIFETIME};
+use super::policy::{self, CrashLoop, HEALTHY_LIFETIME};
 use super::process::{Reply, WorkerProcess};
 use super::protocol::{self, JobHeader, ProtocolError};
 use super::verdict::{self, Blame, Ending};
@@ -31,7 +32,7 @@ enum End {
 pub async fn run(shared: Arc<Shared>, index: usize, mut shutdown: watch::Receiver<bool>) {
     let status = &shared.slots[index];
     let metrics = &shared.metrics;
-    let mut backoff = Backoff::new();
+    let mut backoff = CrashLoop::new();
     metrics.slot_state(None, "down");
     while !*shutdown.borrow() {
         let mut worker = match WorkerProcess::spawn(&shared.config.worker).await {
@@ -93,7 +94,7 @@ async fn serve(
     worker: &mut WorkerProcess,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
-    let recycle_limit = policy::recycle_after(shared.config.recycle_after_jobs, policy::entropy());
+    let recycle_limit = policy::recycle_after(shared.config.recycle_after_jobs, pacing::entropy());
     let mut jobs = 0u64;
     loop {
         // A worker that died while idle is noticed before the next job is handed to it, so an

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::fatal::{FatalCause, FatalReport};
 use super::job::JobError;
+use super::protocol::{FatalCause, FatalReport};
 
 /// How a worker ended during a job.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,12 +13,12 @@ use serde::Serialize;
 
 use crate::engine::{JobError, Place, Task, Timing};
 use crate::office::{ConvertError, ConvertOptions, Detected, detect};
-use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, RenderSize};
+use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, RenderSize, size};
 
 use super::AppState;
 use super::budget::Reservation;
 use super::error::ApiError;
-use super::params::{self, DEFAULT_DPI, Query};
+use super::params::{self, Query};
 use super::{body, etag, input};
 
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
@@ -284,7 +284,7 @@ pub async fn render(
     let (request, op) = before_body(request, |q| {
         Ok(Op::Render {
             page: params::page(q)?,
-            size: params::render_size(q, RenderSize::Dpi(DEFAULT_DPI))?,
+            size: params::render_size(q, RenderSize::Dpi(size::DEFAULT_DPI))?,
             format: params::format(q)?,
         })
     })?;

@@ -36,7 +36,7 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
 
 /// Prometheus text exposition.
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let text = app.metrics.encode().map_err(|e| ApiError::internal(e.to_string()))?;
+    let text = app.exposition.encode().map_err(|e| ApiError::internal(e.to_string()))?;
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
 }

@@ -9,6 +9,7 @@ mod error;
 pub mod etag;
 mod health;
 mod input;
+mod metrics;
 mod params;
 pub mod server;
 mod thumbnails;
@@ -26,10 +27,11 @@ use serde::Serialize;
 use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
-use crate::metrics::Metrics;
+use crate::metrics::Exposition;
 use crate::office::Office;
 
 pub use error::ApiError;
+pub use metrics::FrontMetrics;
 pub use params::ThumbnailLimits;
 
 /// Request bodies: the byte budget they reserve from, and how they must arrive.
@@ -76,8 +78,10 @@ impl PlanView {
 pub struct AppState {
     /// The slots and their queue.
     pub engine: Arc<Engine>,
-    /// Metrics registry.
-    pub metrics: Arc<Metrics>,
+    /// The front's metrics.
+    pub metrics: Arc<FrontMetrics>,
+    /// Every subsystem's metrics, for `/metrics`.
+    pub exposition: Arc<Exposition>,
     /// Office to PDF.
     pub office: Arc<Office>,
     /// Draining state.

@@ -10,8 +10,6 @@ use super::error::ApiError;
 /// Query parameters by name.
 pub type Query = BTreeMap<String, String>;
 
-/// Default render resolution when neither `dpi` nor `width` is given.
-pub const DEFAULT_DPI: f32 = 150.0;
 /// Default filmstrip thumbnail width.
 pub const DEFAULT_THUMBNAIL_WIDTH: u32 = 160;
 /// Caps on a filmstrip (`/v1/thumbnails`).
@@ -156,7 +154,7 @@ mod tests {
 
     #[test]
     fn render_size_choices() {
-        let dflt = RenderSize::Dpi(DEFAULT_DPI);
+        let dflt = RenderSize::Dpi(size::DEFAULT_DPI);
         assert_eq!(render_size(&q(&[]), dflt).unwrap(), dflt);
         assert_eq!(render_size(&q(&[("dpi", "72")]), dflt).unwrap(), RenderSize::Dpi(72.0));
         assert_eq!(render_size(&q(&[("width", "300")]), dflt).unwrap(), RenderSize::Width(300));

@@ -12,7 +12,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use crate::metrics::Metrics;
+use super::FrontMetrics;
 
 /// How connections are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
-    metrics: Arc<Metrics>,
+    metrics: Arc<FrontMetrics>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();

@@ -4,6 +4,7 @@
 //! also uses; this module only finds the numbers to feed it and says where each one came from.
 
 mod host;
+mod metrics;
 mod mounts;
 mod values;
 
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use renderpool_sizing::Limits;
 use serde::Serialize;
 
+pub use metrics::PlanMetrics;
 pub use mounts::{CgroupMount, ControllerDir, controller_dir, parse_mountinfo, parse_proc_cgroup};
 pub use values::{ValueError, cpu_max_v2, cpu_quota_v1, memory_limit};
 

@@ -107,7 +107,7 @@ impl PdfCache {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use axum::body::Bytes;
+    use bytes::Bytes;
 
     use super::*;
     use crate::office::PdfA;

@@ -5,21 +5,24 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
+use renderpool_runtime::pacing::Backoff;
 use reqwest::multipart::{Form, Part};
 
 use super::ConvertOptions;
 use super::detect::OfficeFormat;
 use super::error::ConvertError;
 use super::metrics::OfficeMetrics;
+use crate::metrics::count;
 
 /// Gotenberg's conversion route, under its base URL.
 const CONVERT_PATH: &str = "/forms/libreoffice/convert";
 /// Connection attempts while nothing listens (a replica restarting); after that, unavailable.
 const CONNECT_ATTEMPTS: u32 = 3;
-/// Backoff before retry `n` is drawn from [base * 2^(n-1) / 2, base * 2^(n-1)], capped.
-const BACKOFF_BASE: Duration = Duration::from_millis(50);
-const BACKOFF_CAP: Duration = Duration::from_secs(1);
+/// Retry `n` waits a random time in [c/2, c), c = 50 ms * 2^(n-1) at most 1 s ("equal
+/// jitter", so the retries of many pods do not line up).
+const BACKOFF_FIRST_CEILING: Duration = Duration::from_millis(50);
+const BACKOFF_MAX_CEILING: Duration = Duration::from_secs(1);
 /// Most bytes of an error body kept for the message.
 const MAX_ERROR_BODY: usize = 2048;
 
@@ -85,6 +88,7 @@ impl GotenbergClient {
     ) -> Result<Bytes, ConvertError> {
         let mut attempts = 0u32;
         let mut refused_connections = 0u32;
+        let mut backoff = Backoff::equal_jitter(BACKOFF_FIRST_CEILING, BACKOFF_MAX_CEILING);
         loop {
             attempts += 1;
             let attempt =
@@ -101,7 +105,7 @@ impl GotenbergClient {
                     return Err(error);
                 }
             }
-            let pause = backoff(attempts, crate::engine::entropy());
+            let pause = backoff.next_delay();
             if Instant::now() + pause >= deadline {
                 return Err(match error {
                     ConvertError::Busy { retry_after_secs, .. } => {
@@ -110,7 +114,7 @@ impl GotenbergClient {
                     other => other,
                 });
             }
-            OfficeMetrics::count(&self.metrics.retries, "reason", reason);
+            count(&self.metrics.retries, "reason", reason);
             tokio::time::sleep(pause).await;
         }
     }
@@ -224,29 +228,9 @@ pub fn classify(status: u16, message: String) -> ConvertError {
     }
 }
 
-/// The pause before retry number `attempt` (1-based): exponential from 50 ms, capped at 1 s,
-/// with "equal jitter" (half fixed, half random) so retries of many pods do not line up.
-pub fn backoff(attempt: u32, entropy: u64) -> Duration {
-    let ceiling =
-        BACKOFF_BASE.saturating_mul(1 << attempt.saturating_sub(1).min(10)).min(BACKOFF_CAP);
-    let half = ceiling / 2;
-    let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
-    half + Duration::from_micros(entropy % spread)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_is_jittered_and_capped() {
-        assert_eq!(backoff(1, 0), Duration::from_millis(25));
-        assert!(backoff(1, u64::MAX) < Duration::from_millis(50));
-        assert_eq!(backoff(2, 0), Duration::from_millis(50));
-        assert_eq!(backoff(30, 0), Duration::from_millis(500));
-        assert!(backoff(30, u64::MAX) <= BACKOFF_CAP);
-        assert_ne!(backoff(3, 1), backoff(3, 2));
-    }
 
     #[test]
     fn gotenberg_answers_map_to_actionable_errors() {

@@ -6,7 +6,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::{Labels, seconds_histogram};
+use crate::metrics::{Labels, Register, seconds_histogram};
 
 /// The Office metrics, registered under `renderpod_office_*`.
 pub struct OfficeMetrics {
@@ -49,9 +49,8 @@ impl Default for OfficeMetrics {
     }
 }
 
-impl OfficeMetrics {
-    /// Registers every metric in `registry` (its prefix applies).
-    pub fn register(&self, registry: &mut Registry) {
+impl Register for OfficeMetrics {
+    fn register(&self, registry: &mut Registry) {
         let office = registry.sub_registry_with_prefix("office");
         office.register("in_flight", "Office conversions holding a place", self.in_flight.clone());
         office.register("waiting", "Office requests waiting for a place", self.waiting.clone());
@@ -71,10 +70,5 @@ impl OfficeMetrics {
         office.register("cache_lookups", "Converted-PDF cache lookups", self.cache_lookups.clone());
         office.register("cache_bytes", "Converted-PDF bytes cached", self.cache_bytes.clone());
         office.register("cache_entries", "Converted PDFs cached", self.cache_entries.clone());
-    }
-
-    /// Counts one label value of a family.
-    pub fn count(family: &Family<Labels, Counter>, name: &'static str, value: &'static str) {
-        family.get_or_create(&vec![(name, value)]).inc();
     }
 }

@@ -17,12 +17,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared, WeakShared};
 use serde::Serialize;
 
-use crate::engine::{MovingAverage, retry_after_secs};
+use renderpool_runtime::pacing::{MovingAverage, retry_after_secs};
+
+use crate::metrics::count;
 use crate::ops::DocHash;
 
 pub use admission::{Admission, AdmissionStatus, Permit, Refused};
@@ -169,16 +171,12 @@ impl Office {
         deadline: Instant,
     ) -> Result<Converted, ConvertError> {
         if self.client.is_none() {
-            OfficeMetrics::count(
-                &self.metrics.conversions,
-                "result",
-                ConvertError::NotConfigured.code(),
-            );
+            count(&self.metrics.conversions, "result", ConvertError::NotConfigured.code());
             return Err(ConvertError::NotConfigured);
         }
         let key = CacheKey { upload: hash, options };
         if let Some(hit) = self.cache.get(&key) {
-            OfficeMetrics::count(&self.metrics.cache_lookups, "result", "hit");
+            count(&self.metrics.cache_lookups, "result", "hit");
             return Ok(hit);
         }
         let conversion = self.join_or_start(&key, upload, format, deadline);
@@ -194,10 +192,10 @@ impl Office {
     ) -> SharedConversion {
         let mut in_progress = self.in_progress.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(running) = in_progress.get(key).and_then(|(_, weak)| weak.upgrade()) {
-            OfficeMetrics::count(&self.metrics.cache_lookups, "result", "shared");
+            count(&self.metrics.cache_lookups, "result", "shared");
             return running;
         }
-        OfficeMetrics::count(&self.metrics.cache_lookups, "result", "miss");
+        count(&self.metrics.cache_lookups, "result", "miss");
         let id = self.conversions_started.fetch_add(1, Ordering::Relaxed);
         let conversion = self
             .clone()
@@ -225,7 +223,7 @@ impl Office {
             Ok(_) => "ok",
             Err(e) => e.code(),
         };
-        OfficeMetrics::count(&self.metrics.conversions, "result", code);
+        count(&self.metrics.conversions, "result", code);
         let converted = result?;
         self.cache.insert(key.clone(), converted.clone());
         let cache = self.cache.status();

@@ -2,6 +2,9 @@
 
 use super::{OpError, RenderSize};
 
+/// Resolution when a render names neither a dpi nor a width (the service's and the one-shot
+/// command's alike).
+pub const DEFAULT_DPI: f32 = 150.0;
 /// Lowest and highest accepted dpi.
 pub const DPI_RANGE: std::ops::RangeInclusive<f32> = 1.0..=1200.0;
 /// Lowest and highest accepted target width in pixels.

@@ -1,0 +1,67 @@
+//! The front's metrics: bytes in and out, the upload budget, `304` answers; refusals go to the
+//! pod's shared [`Rejections`].
+
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::metrics::{Register, Rejections};
+
+/// What the front counts.
+pub struct FrontMetrics {
+    /// Requests refused before running.
+    pub rejections: Rejections,
+    /// Document bytes received.
+    pub bytes_in: Counter<u64, AtomicU64>,
+    /// Response body bytes sent.
+    pub bytes_out: Counter<u64, AtomicU64>,
+    /// The front's byte budget for request bodies.
+    pub upload_budget: Gauge<i64, AtomicI64>,
+    /// Bytes of it reserved now.
+    pub upload_reserved: Gauge<i64, AtomicI64>,
+    /// Answers `304 Not Modified` (no job ran).
+    pub not_modified: Counter,
+}
+
+impl FrontMetrics {
+    /// Fresh metrics counting refusals into `rejections`.
+    pub fn new(rejections: Rejections) -> Self {
+        Self {
+            rejections,
+            bytes_in: Counter::default(),
+            bytes_out: Counter::default(),
+            upload_budget: Gauge::default(),
+            upload_reserved: Gauge::default(),
+            not_modified: Counter::default(),
+        }
+    }
+
+    /// Counts a request refused before running.
+    pub fn reject(&self, reason: &'static str) {
+        self.rejections.reject(reason);
+    }
+}
+
+impl Register for FrontMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register("bytes_in", "Document bytes received", self.bytes_in.clone());
+        registry.register("bytes_out", "Response body bytes sent", self.bytes_out.clone());
+        registry.register(
+            "upload_budget_bytes",
+            "Bytes request bodies may hold in the supervisor at once",
+            self.upload_budget.clone(),
+        );
+        registry.register(
+            "upload_reserved_bytes",
+            "Bytes of the upload budget reserved now",
+            self.upload_reserved.clone(),
+        );
+        registry.register(
+            "not_modified",
+            "Answers 304 Not Modified to a matching If-None-Match, without a job",
+            self.not_modified.clone(),
+        );
+    }
+}
