@@ -21,6 +21,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use renderpool_runtime::pacing::Backoff;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -31,6 +32,8 @@ use std::time::{Duration, Instant};
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by=renderpool-operator";
 /// A periodic re-check in case a watch event was missed; it writes nothing when nothing changed.
 const RESYNC: Duration = Duration::from_secs(15 * 60);
+/// First wait before retrying a failing pool; it doubles with each failure in a row.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between retries of a failing pool.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Longest message kept in `status.lastError`.
@@ -61,8 +64,8 @@ pub struct Context {
     stores: Stores,
     metrics: Arc<Metrics>,
     recorder: Recorder,
-    /// Consecutive failures per pool, for exponential backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    /// The backoff of each pool failing now (gone at its next success).
+    failures: Mutex<HashMap<String, Backoff>>,
 }
 
 /// Why a reconcile failed (and will be retried with backoff).
@@ -363,23 +366,21 @@ async fn publish(ctx: &Context, pool: &RenderPool, events: Vec<kube::runtime::ev
 
 fn error_policy(pool: Arc<RenderPool>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
     let key = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
-    let attempt = match ctx.failures.lock() {
+    let (attempt, delay) = match ctx.failures.lock() {
         Ok(mut failures) => {
-            let n = failures.entry(key.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
+            let backoff = failures.entry(key.clone()).or_insert_with(reconcile_backoff);
+            let delay = backoff.next_delay();
+            (backoff.attempts(), delay)
         }
-        Err(_) => 1,
+        Err(_) => (1, FIRST_BACKOFF),
     };
-    let delay = backoff(attempt);
     tracing::error!(pool = %key, error = %err, attempt, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
-/// 1s, 2s, 4s, ... capped at five minutes.
-fn backoff(attempt: u32) -> Duration {
-    let seconds = 1u64.checked_shl(attempt.saturating_sub(1)).unwrap_or(u64::MAX);
-    Duration::from_secs(seconds).min(MAX_BACKOFF)
+/// 1 s, 2 s, 4 s, ... capped at five minutes.
+fn reconcile_backoff() -> Backoff {
+    Backoff::exponential(FIRST_BACKOFF, MAX_BACKOFF)
 }
 
 #[cfg(test)]
@@ -388,12 +389,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(4), Duration::from_secs(8));
-        assert_eq!(backoff(9), Duration::from_secs(256));
-        assert_eq!(backoff(10), MAX_BACKOFF);
-        assert_eq!(backoff(200), MAX_BACKOFF);
+    fn a_failing_pool_waits_twice_as_long_each_time_up_to_five_minutes() {
+        let mut backoff = reconcile_backoff();
+        let waits: Vec<u64> = (0..10).map(|_| backoff.next_delay().as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]);
+        assert_eq!(backoff.attempts(), 10);
     }
 
     #[test]

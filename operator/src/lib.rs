@@ -12,12 +12,10 @@ pub mod crd;
 pub mod events;
 pub mod http;
 pub mod leader;
-pub mod listen;
 pub mod metrics;
 pub mod probe;
 pub mod requests;
 pub mod status;
-pub mod telemetry;
 pub mod validate;
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use renderpool_operator::crd;
 use renderpool_operator::leader::{self, LeaseConfig, Readiness};
 use renderpool_operator::metrics::Metrics;
 use renderpool_operator::requests::CountRequests;
-use renderpool_operator::telemetry::{self, LogFormat};
+use renderpool_runtime::listen;
+use renderpool_runtime::logging::{self, LogFormat};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -90,7 +91,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    telemetry::init(args.log_format);
+    // kube-lease-manager logs every renewal at info.
+    logging::init(args.log_format, "info,kube_lease_manager=warn");
     let metrics = Arc::new(Metrics::default());
     let config = kube::Config::infer()
         .await
@@ -100,9 +102,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_layer(&CountRequests(metrics.clone()))
         .build();
     let readiness = Arc::new(Readiness::default());
-    let listener = renderpool_operator::listen::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
+    let listener =
+        listen::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let local = listener.local_addr().context("reading the bound address")?;
     tracing::info!(listen = %local, "serving /metrics, /healthz, /readyz");
     let app = renderpool_operator::http::router(metrics.clone(), readiness.clone());

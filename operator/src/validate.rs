@@ -10,9 +10,10 @@
 
 use crate::crd::bounds::{self, Bound};
 use crate::crd::{AutoscalingSpec, RenderPoolSpec};
+use renderpool_api::render_pod::OFFICE_CACHE;
 use renderpool_sizing::{
-    DEFAULT_OFFICE_CACHE_BYTES, Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy,
-    office_conversions_per_pod, parse_cpu_millis, parse_memory_bytes, plan_slots, supervisor_share,
+    Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy, office_conversions_per_pod,
+    parse_cpu_millis, parse_memory_bytes, plan_slots, supervisor_share,
 };
 
 /// Room for the multipart framing around the one file a render pod sends Gotenberg.
@@ -123,7 +124,7 @@ impl PoolPlan {
 
 /// Checks a spec and derives its figures with the shared sizing code.
 pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
-    check_numbers(spec)?;
+    check_bounds(spec.bounded_numbers())?;
     if let Some(autoscaling) = &spec.autoscaling {
         check_autoscaling(autoscaling, spec.queue_depth)?;
     }
@@ -142,7 +143,7 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
         SlotPolicy {
             memory_per_slot,
             // The render pod derives the same share from the same body limit.
-            supervisor_overhead: supervisor_share(max_body_bytes, DEFAULT_OFFICE_CACHE_BYTES),
+            supervisor_overhead: supervisor_share(max_body_bytes, OFFICE_CACHE.bytes()),
             override_slots,
         },
     )?;
@@ -176,7 +177,7 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
 fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
     let drain = spec.drain_delay_ms.max(0).saturating_add(999) / 1000;
     let deadline = spec.job_deadline_ms.max(0).saturating_add(999) / 1000;
-    // Each term is bounded by check_numbers; saturation only guards the arithmetic itself.
+    // Each term is bounded by the bounds check; saturation only guards the arithmetic itself.
     spec.pre_stop_seconds
         .max(0)
         .saturating_add(drain)
@@ -221,29 +222,6 @@ fn check_autoscaling(a: &AutoscalingSpec, queue_depth: i32) -> Result<(), SpecEr
 }
 
 /// Every whole-number field within the bounds the CRD declares for it.
-fn check_numbers(spec: &RenderPoolSpec) -> Result<(), SpecError> {
-    let g = &spec.gotenberg;
-    let optional = |v: Option<i32>| v.map(i64::from);
-    let fields: [(&'static str, Option<i64>, Bound); 11] = [
-        ("spec.replicas", Some(spec.replicas.into()), bounds::REPLICAS),
-        ("spec.slots", optional(spec.slots), bounds::SLOTS),
-        ("spec.queueDepth", Some(spec.queue_depth.into()), bounds::QUEUE_DEPTH),
-        ("spec.jobDeadlineMs", Some(spec.job_deadline_ms), bounds::JOB_DEADLINE_MS),
-        ("spec.preStopSeconds", Some(spec.pre_stop_seconds), bounds::PRE_STOP_SECONDS),
-        ("spec.drainDelayMs", Some(spec.drain_delay_ms), bounds::DRAIN_DELAY_MS),
-        ("spec.gotenberg.replicas", optional(g.replicas), bounds::GOTENBERG_REPLICAS),
-        (
-            "spec.gotenberg.officeConcurrency",
-            optional(g.office_concurrency),
-            bounds::GOTENBERG_REPLICAS,
-        ),
-        ("spec.gotenberg.restartAfter", Some(g.restart_after.into()), bounds::RESTART_AFTER),
-        ("spec.gotenberg.queueSize", Some(g.queue_size.into()), bounds::QUEUE_SIZE),
-        ("spec.gotenberg.timeoutSeconds", optional(g.timeout_seconds), bounds::TIMEOUT_SECONDS),
-    ];
-    check_bounds(fields)
-}
-
 /// The first field outside its bound, as an error naming it.
 fn check_bounds<const N: usize>(
     fields: [(&'static str, Option<i64>, Bound); N],
@@ -263,7 +241,7 @@ fn check_bounds<const N: usize>(
 /// Gotenberg's request timeout: as given, or the job deadline in whole seconds rounded up. A
 /// render pod stops waiting at its deadline, so Gotenberg must not work on past it.
 fn gotenberg_timeout(spec: &RenderPoolSpec) -> Result<u32, SpecError> {
-    // Both are within their bounds here (check_numbers), so neither conversion can fail.
+    // Both are within their bounds here (check_bounds), so neither conversion can fail.
     let deadline_seconds = u32::try_from(spec.job_deadline_ms.max(0).unsigned_abs().div_ceil(1000))
         .unwrap_or(u32::MAX);
     match spec.gotenberg.timeout_seconds {

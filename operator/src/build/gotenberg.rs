@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Gotenberg's API port (--api-port) and the Service port the render pods call.
-pub const GOTENBERG_PORT: i32 = 3000;
+pub const GOTENBERG_PORT: i32 = renderpool_api::gotenberg::PORT as i32;
 /// The `gotenberg` user of the Gotenberg images.
 const GOTENBERG_UID: i64 = 1001;
 /// Extra seconds past preStop + one conversion before the kubelet sends SIGKILL.

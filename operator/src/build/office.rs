@@ -24,7 +24,7 @@ pub(super) fn share(meta: &Meta, per_pod: u32) -> ConfigMap {
     }
 }
 
-/// The path render pods read the share from (`RENDERPOD_OFFICE_SHARE_FILE`).
+/// The path render pods read the share from (their `--office-share-file`).
 pub fn share_file() -> String {
     format!("{OFFICE_MOUNT}/{SHARE_KEY}")
 }

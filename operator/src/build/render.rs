@@ -15,9 +15,10 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use renderpool_api::render_pod::{self as pod, env as var};
 
-/// Port the render pod listens on (RENDERPOD_LISTEN) and the Service exposes.
-pub const RENDER_PORT: i32 = 8080;
+/// Port the render pod listens on (its listen address) and the Service exposes.
+pub const RENDER_PORT: i32 = pod::PORT as i32;
 /// The distroless "nonroot" user the render image runs as.
 const RENDER_UID: i64 = 65532;
 
@@ -30,30 +31,31 @@ pub(super) fn objects(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Co
     }
 }
 
-/// Environment of `render-pod serve`; the names are the render pod's contract. Nothing here may
-/// depend on a replica count: a change would replace every pod on a scale.
+/// Environment of `render-pod serve`, by the names the pod's parser reads (a unit test parses
+/// it with that parser). Nothing here may depend on a replica count: a change would replace
+/// every pod on a scale.
 fn render_env(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Vec<EnvVar> {
     // All interfaces of both families: IPv6 single-stack clusters too (the pod falls back to
     // 0.0.0.0 where the kernel has no IPv6).
-    let mut vars = vec![env("RENDERPOD_LISTEN", format!("[::]:{RENDER_PORT}"))];
-    vars.push(env("RENDERPOD_LOG_FORMAT", "json"));
+    let mut vars = vec![env(var::LISTEN, format!("[::]:{RENDER_PORT}"))];
+    vars.push(env(var::LOG_FORMAT, "json"));
     // Only an explicit count is passed: otherwise the pod derives the same figure from its
     // cgroup with the same formula, and the two cannot drift.
     if let Some(slots) = spec.slots {
-        vars.push(env("RENDERPOD_SLOTS", slots.to_string()));
+        vars.push(env(var::SLOTS, slots.to_string()));
     }
-    vars.push(env("RENDERPOD_MEMORY_PER_SLOT", spec.memory_per_slot.clone()));
-    vars.push(env("RENDERPOD_QUEUE_DEPTH", spec.queue_depth.to_string()));
-    vars.push(env("RENDERPOD_JOB_DEADLINE_MS", spec.job_deadline_ms.to_string()));
-    vars.push(env("RENDERPOD_DRAIN_DELAY_MS", spec.drain_delay_ms.to_string()));
+    vars.push(env(var::MEMORY_PER_SLOT, spec.memory_per_slot.clone()));
+    vars.push(env(var::QUEUE_DEPTH, spec.queue_depth.to_string()));
+    vars.push(env(var::JOB_DEADLINE_MS, spec.job_deadline_ms.to_string()));
+    vars.push(env(var::DRAIN_DELAY_MS, spec.drain_delay_ms.to_string()));
     // In-flight jobs get their whole deadline to finish after SIGTERM; the pod's termination
     // grace period below covers it.
-    vars.push(env("RENDERPOD_GRACE_PERIOD_MS", spec.job_deadline_ms.to_string()));
-    vars.push(env("RENDERPOD_MAX_BODY_BYTES", spec.max_body_size.clone()));
+    vars.push(env(var::GRACE_PERIOD_MS, spec.job_deadline_ms.to_string()));
+    vars.push(env(var::MAX_BODY_BYTES, spec.max_body_size.clone()));
     if plan.gotenberg.is_some() {
         let service = common::child_name(&meta.pool, Component::Gotenberg);
-        vars.push(env("RENDERPOD_GOTENBERG_URL", format!("http://{service}:{GOTENBERG_PORT}")));
-        vars.push(env("RENDERPOD_OFFICE_SHARE_FILE", office::share_file()));
+        vars.push(env(var::GOTENBERG_URL, format!("http://{service}:{GOTENBERG_PORT}")));
+        vars.push(env(var::OFFICE_SHARE_FILE, office::share_file()));
     }
     vars
 }

@@ -2,8 +2,12 @@
 use super::*;
 use crate::test_fixtures::pool_from_yaml;
 use crate::validate::validate;
+use clap::{CommandFactory, Parser};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use render_pod::config::ServeArgs;
+use renderpool_runtime::logging::LogFormat;
+use renderpool_sizing::parse_memory_bytes;
 use std::collections::BTreeMap;
 
 fn children(spec: &str) -> Children {
@@ -23,6 +27,86 @@ fn env_map(c: &Container) -> BTreeMap<String, String> {
         .iter()
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
         .collect()
+}
+
+/// `render-pod serve`'s own parser.
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+/// `vars` read the way the render pod reads its environment: each variable through the `serve`
+/// argument whose `env` it is, by clap's own table of arguments. clap ignores variables it does
+/// not know, so a name that is no argument's is an error here.
+fn parse_as_the_pod(vars: &BTreeMap<String, String>) -> Result<ServeArgs, String> {
+    let command = Serve::command();
+    let flag_of: BTreeMap<String, String> = command
+        .get_arguments()
+        .filter_map(|arg| Some((arg.get_env()?.to_str()?.to_owned(), arg.get_long()?.to_owned())))
+        .collect();
+    let mut argv = vec!["serve".to_string()];
+    for (name, value) in vars {
+        let flag = flag_of.get(name).ok_or_else(|| {
+            format!("{name} is no variable render-pod serve reads ({:?})", flag_of.keys())
+        })?;
+        argv.push(format!("--{flag}={value}"));
+    }
+    Serve::try_parse_from(argv).map(|serve| serve.args).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_render_pod_parses_every_variable_the_operator_writes() {
+    let specs = [
+        "{}",
+        "slots: 3\ncpu: '4'\nmemory: 8Gi\nmemoryPerSlot: 1Gi\nqueueDepth: 9\njobDeadlineMs: 12345\n\
+         drainDelayMs: 0\nmaxBodySize: 200Mi",
+        "gotenberg:\n  enabled: false",
+    ];
+    for yaml in specs {
+        let spec = pool_from_yaml("docs", yaml).spec;
+        let env = env_map(container(&children(yaml).render.deployment));
+        let args = parse_as_the_pod(&env).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        assert_eq!(args.listen, "[::]:8080".parse().unwrap());
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.slots, spec.slots.map(|s| u32::try_from(s).unwrap()));
+        assert_eq!(args.memory_per_slot, parse_memory_bytes(&spec.memory_per_slot).unwrap());
+        assert_eq!(args.queue_depth, usize::try_from(spec.queue_depth).unwrap());
+        assert_eq!(args.job_deadline_ms, u64::try_from(spec.job_deadline_ms).unwrap());
+        assert_eq!(args.grace_period_ms, args.job_deadline_ms);
+        assert_eq!(args.drain_delay_ms, u64::try_from(spec.drain_delay_ms).unwrap());
+        assert_eq!(args.max_body_bytes, parse_memory_bytes(&spec.max_body_size).unwrap());
+        let office = spec.gotenberg.enabled;
+        assert_eq!(args.gotenberg_url.is_some(), office, "{yaml}");
+        assert_eq!(args.office_share_file.is_some(), office, "{yaml}");
+    }
+}
+
+#[test]
+fn a_misspelt_or_refused_variable_fails_the_pods_parse() {
+    let env = env_map(container(&children("{}").render.deployment));
+    assert!(parse_as_the_pod(&env).is_ok());
+    let mut misspelt = env.clone();
+    let depth = misspelt.remove("RENDERPOD_QUEUE_DEPTH").unwrap();
+    misspelt.insert("RENDERPOD_QUEUE_DEPHT".into(), depth);
+    let err = parse_as_the_pod(&misspelt).unwrap_err();
+    assert!(err.contains("RENDERPOD_QUEUE_DEPHT is no variable"), "{err}");
+    let mut refused = env;
+    refused.insert("RENDERPOD_MAX_BODY_BYTES".into(), "100MB".into());
+    assert!(parse_as_the_pod(&refused).unwrap_err().contains("100MB"));
+}
+
+#[test]
+fn a_default_pool_runs_its_pods_at_their_own_defaults_but_the_drain_delay() {
+    let pod = Serve::try_parse_from(["serve"]).unwrap().args;
+    let env = env_map(container(&children("{}").render.deployment));
+    let pool = parse_as_the_pod(&env).unwrap();
+    assert_eq!(pool.memory_per_slot, pod.memory_per_slot);
+    assert_eq!(pool.queue_depth, pod.queue_depth);
+    assert_eq!(pool.job_deadline_ms, pod.job_deadline_ms);
+    assert_eq!(pool.max_body_bytes, pod.max_body_bytes);
+    // Deliberately shorter: the pool's pods also get preStopSeconds (see crd/defaults.rs).
+    assert_eq!((pool.drain_delay_ms, pod.drain_delay_ms), (1_000, 5_000));
 }
 
 #[test]
@@ -175,7 +259,7 @@ fn gotenberg_runs_read_only_with_a_disk_scratch_and_the_pools_placement() {
     let g = c.gotenberg.unwrap();
     let pod = g.deployment.spec.template.spec.clone().unwrap();
     let ctr = &pod.containers[0];
-    assert_eq!(ctr.image.as_deref(), Some("ghcr.io/renderpool/gotenberg-libreoffice:8.36.0"));
+    assert_eq!(ctr.image, Some(renderpool_api::gotenberg::image()), "the CRD's default");
     assert_eq!(ctr.security_context.clone().unwrap().read_only_root_filesystem, Some(true));
     let tmp = pod.volumes.clone().unwrap().into_iter().find(|v| v.name == "tmp").unwrap();
     let empty_dir = tmp.empty_dir.unwrap();

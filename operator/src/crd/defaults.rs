@@ -1,10 +1,13 @@
-//! Default values, shared by serde (missing fields) and the schema (`kubectl explain`).
+//! Default values, shared by serde (missing fields) and the schema (`kubectl explain`). Those
+//! the render pod has too come from its own defaults (renderpool-api), so the two agree.
+
+use renderpool_api::{gotenberg, render_pod as pod};
 
 pub fn replicas() -> i32 {
     2
 }
 pub fn image() -> String {
-    "ghcr.io/renderpool/render-pod:0.1.0".into()
+    pod::IMAGE.into()
 }
 pub fn cpu() -> String {
     "2".into()
@@ -13,29 +16,32 @@ pub fn memory() -> String {
     "2Gi".into()
 }
 pub fn memory_per_slot() -> String {
-    "512Mi".into()
+    pod::MEMORY_PER_SLOT.to_string()
 }
 pub fn queue_depth() -> i32 {
-    64
+    i32::from(pod::QUEUE_DEPTH)
 }
 pub fn job_deadline_ms() -> i64 {
-    30_000
+    i64::from(pod::JOB_DEADLINE_MS)
 }
 pub fn pre_stop_seconds() -> i64 {
     5
 }
+/// Less than the render pod's own 5000 on purpose: the pool's pods get `preStopSeconds` (5 s by
+/// default) of serving while the endpoints drop them before SIGTERM, so the drain delay after it
+/// only covers stragglers, and every millisecond of it lengthens the termination grace period.
 pub fn drain_delay_ms() -> i64 {
     1_000
 }
 pub fn max_body_size() -> String {
-    "100Mi".into()
+    pod::MAX_BODY.to_string()
 }
 pub fn enabled() -> bool {
     true
 }
 /// The LibreOffice-only build: no Chromium in it, and the binary the tests prove the flags on.
 pub fn gotenberg_image() -> String {
-    "ghcr.io/renderpool/gotenberg-libreoffice:8.36.0".into()
+    gotenberg::image()
 }
 pub fn gotenberg_cpu() -> String {
     "1".into()

@@ -252,6 +252,32 @@ pub enum PullPolicy {
     Never,
 }
 
+impl RenderPoolSpec {
+    /// Every whole-number field with its bound, by its path: validation checks them again, for
+    /// a RenderPool stored under an older CRD. A new bounded field is added here.
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 11] {
+        let g = &self.gotenberg;
+        let optional = |v: Option<i32>| v.map(i64::from);
+        [
+            ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
+            ("spec.slots", optional(self.slots), bounds::SLOTS),
+            ("spec.queueDepth", Some(self.queue_depth.into()), bounds::QUEUE_DEPTH),
+            ("spec.jobDeadlineMs", Some(self.job_deadline_ms), bounds::JOB_DEADLINE_MS),
+            ("spec.preStopSeconds", Some(self.pre_stop_seconds), bounds::PRE_STOP_SECONDS),
+            ("spec.drainDelayMs", Some(self.drain_delay_ms), bounds::DRAIN_DELAY_MS),
+            ("spec.gotenberg.replicas", optional(g.replicas), bounds::GOTENBERG_REPLICAS),
+            (
+                "spec.gotenberg.officeConcurrency",
+                optional(g.office_concurrency),
+                bounds::GOTENBERG_REPLICAS,
+            ),
+            ("spec.gotenberg.restartAfter", Some(g.restart_after.into()), bounds::RESTART_AFTER),
+            ("spec.gotenberg.queueSize", Some(g.queue_size.into()), bounds::QUEUE_SIZE),
+            ("spec.gotenberg.timeoutSeconds", optional(g.timeout_seconds), bounds::TIMEOUT_SECONDS),
+        ]
+    }
+}
+
 impl PullPolicy {
     /// The value Kubernetes expects in a container spec.
     pub fn as_str(self) -> &'static str {
