@@ -34,7 +34,7 @@ fn expected_name(image: &str) -> String {
     match image {
         RENDER_POD => format!("ghcr.io/renderpool/render-pod:{version}"),
         OPERATOR => format!("ghcr.io/renderpool/renderpool-operator:{version}"),
-        GOTENBERG => "ghcr.io/renderpool/gotenberg-libreoffice:8.36.0".into(),
+        GOTENBERG => renderpool_api::gotenberg::image(),
         PAUSE => "renderpool.dev/test/pause:1".into(),
         other => panic!("no image {other}"),
     }
@@ -191,7 +191,10 @@ async fn render_pod_renders_a_page_under_runc_with_a_read_only_root() {
     let image = open(RENDER_POD);
     assert_eq!(image.user(), (65532, 65532));
     assert_eq!(image.command(), ["/usr/local/bin/render-pod", "serve"]);
-    assert_eq!(exposed_ports(&image), ["8080/tcp"]);
+    // The Containerfile's copies of the render pod's port.
+    let port = renderpool_api::render_pod::PORT;
+    assert_eq!(exposed_ports(&image), [format!("{port}/tcp")]);
+    assert_eq!(image.env_var("RENDERPOD_LISTEN"), Some(format!("0.0.0.0:{port}")));
     let pdfium = image.env_var("PDFIUM_LIB_PATH").expect("PDFIUM_LIB_PATH in the image env");
 
     let bundle = bundle();
@@ -296,7 +299,7 @@ async fn gotenberg_converts_a_docx_under_runc_with_a_read_only_root() {
     // Started as the official gotenberg/gotenberg image is.
     assert_eq!(image.user(), (1001, 1001));
     assert_eq!(image.command(), ["/usr/bin/tini", "--", "gotenberg"]);
-    assert_eq!(exposed_ports(&image), ["3000/tcp"]);
+    assert_eq!(exposed_ports(&image), [format!("{}/tcp", renderpool_api::gotenberg::PORT)]);
     assert_eq!(image.runtime()["WorkingDir"], "/home/gotenberg");
     for exporter in ["OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER"] {
         assert_eq!(image.env_var(exporter).as_deref(), Some("none"), "{exporter}");

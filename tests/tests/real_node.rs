@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use renderpool_api::versions;
 use renderpool_tests::cluster::real_node::{NODE_LABEL, NODE_LABEL_VALUE};
 use renderpool_tests::cluster::{Cluster, RealNode, run};
 use renderpool_tests::wait_for;
@@ -147,8 +148,8 @@ async fn the_real_node_is_ready_labelled_and_runs_real_components() {
 
     let status = real.items[0].status.clone().unwrap();
     let info = status.node_info.unwrap();
-    assert_eq!(info.kubelet_version, "v1.36.3");
-    assert_eq!(info.container_runtime_version, "containerd://2.4.2");
+    assert_eq!(info.kubelet_version, format!("v{}", versions::KUBERNETES));
+    assert_eq!(info.container_runtime_version, format!("containerd://{}", versions::CONTAINERD));
     let addresses = status.addresses.unwrap();
     assert!(addresses.iter().any(|a| a.type_ == "InternalIP" && a.address == "127.0.0.1"));
     let dns: Api<Service> = Api::namespaced(cluster.client().await, "kube-system");
@@ -323,5 +324,5 @@ async fn pods_and_the_host_reach_the_api_server_through_the_kubernetes_service()
     let path = cluster.state_dir().join("kubeconfig-admin-via-service");
     std::fs::write(&path, kubeconfig.to_string()).unwrap();
     let version = cluster.client_for(&path).await.unwrap().apiserver_version().await.unwrap();
-    assert_eq!(version.git_version, "v1.36.3");
+    assert_eq!(version.git_version, format!("v{}", versions::KUBERNETES));
 }

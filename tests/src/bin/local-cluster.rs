@@ -98,8 +98,9 @@ async fn run(args: Args) -> Result<(), String> {
     }
     println!("  export KUBECONFIG={}", cluster.kubeconfig().display());
     println!(
-        "  export PATH={}:$PATH   # kubectl and helm v1.36.3 builds",
-        cluster.bin("kubectl").parent().map(|p| p.display().to_string()).unwrap_or_default()
+        "  export PATH={}:$PATH   # kubectl (v{}) and helm",
+        cluster.bin("kubectl").parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        renderpool_api::versions::KUBERNETES
     );
     println!(
         "logs and state: {}  (Ctrl-C or SIGTERM stops everything)",

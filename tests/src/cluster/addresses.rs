@@ -15,3 +15,6 @@ pub const NODE_POD_SUBNET: &str = "10.244.0.0/24";
 pub const BRIDGE_IP: &str = "10.244.0.1";
 /// Prefix length of [`NODE_POD_SUBNET`], for the bridge's address.
 pub const NODE_POD_PREFIX: u8 = 24;
+/// The real node's name, and its address: a loopback `--node-ip` is refused, a hostname is not
+/// (the API server's node authorizer and the kubelet's certificate name it too).
+pub const NODE_NAME: &str = "127.0.0.1";

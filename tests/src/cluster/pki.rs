@@ -4,8 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ClusterError;
-use super::addresses::KUBERNETES_SERVICE_IP;
-use super::real_node::NODE_NAME;
+use super::addresses::{KUBERNETES_SERVICE_IP, NODE_NAME};
 
 /// Files the control plane components read.
 pub(super) struct Pki {

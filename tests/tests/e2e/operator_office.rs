@@ -145,7 +145,7 @@ async fn gotenberg_is_fenced_placed_and_flagged_for_its_flavour_and_goes_when_di
     // The default flavour: the LibreOffice-only image and no Chromium flag at all.
     let gotenberg = deployments.get("fenced-gotenberg").await.unwrap();
     let ctr = &gotenberg.spec.template.spec.as_ref().unwrap().containers[0];
-    assert_eq!(ctr.image.as_deref(), Some("ghcr.io/renderpool/gotenberg-libreoffice:8.36.0"));
+    assert_eq!(ctr.image, Some(renderpool_api::gotenberg::image()), "the CRD's default");
     let args = ctr.args.clone().unwrap();
     for flag in ["--api-timeout=20s", "--api-disable-download-from=true", "--webhook-disable=true"]
     {

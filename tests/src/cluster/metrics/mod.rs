@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use renderpool_sizing::parse_decimal_si;
+
 pub use adapter::{RELIST_SECONDS, rules_path};
 pub use prometheus::{SCRAPE_SECONDS, scrape_config_path};
 
@@ -217,44 +219,16 @@ fn parse_metric_values(list: &serde_json::Value) -> Result<BTreeMap<String, f64>
                 .as_str()
                 .ok_or_else(|| format!("no describedObject.name in {item}"))?;
             let value = item["value"].as_str().ok_or_else(|| format!("no value in {item}"))?;
-            Ok((pod.to_string(), parse_quantity(value)?))
+            let value = parse_decimal_si(value).map_err(|err| err.to_string())?;
+            Ok((pod.to_string(), value))
         })
         .collect()
-}
-
-/// A Kubernetes quantity with a decimal SI suffix (`250m`, `1`, `1500m`, `2k`) as a number.
-fn parse_quantity(text: &str) -> Result<f64, String> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let scale = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        _ => return Err(format!("quantity {text:?}: unknown suffix {suffix:?}")),
-    };
-    let number: f64 = number.parse().map_err(|err| format!("quantity {text:?}: {err}"))?;
-    Ok(number * scale)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn quantities_read_as_numbers() {
-        assert_eq!(parse_quantity("0"), Ok(0.0));
-        assert_eq!(parse_quantity("1"), Ok(1.0));
-        assert_eq!(parse_quantity("500m"), Ok(0.5));
-        assert_eq!(parse_quantity("2k"), Ok(2000.0));
-        assert!((parse_quantity("333u").unwrap_or_default() - 0.000_333).abs() < 1e-12);
-        assert!(parse_quantity("1Ki").is_err());
-        assert!(parse_quantity("m").is_err());
-    }
 
     #[test]
     fn a_metric_value_list_maps_pods_to_values() {
@@ -268,6 +242,9 @@ mod tests {
         let values = parse_metric_values(&list).unwrap_or_default();
         assert_eq!(values, BTreeMap::from([("a".into(), 0.25), ("b".into(), 1.0)]));
         assert!(parse_metric_values(&json!({ "items": [{ "value": "1" }] })).is_err());
+        // The adapter writes milli-quantities: a finer suffix is refused, never read as a guess.
+        let micro = json!({ "items": [{ "describedObject": { "name": "a" }, "value": "333u" }] });
+        assert!(parse_metric_values(&micro).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::cluster::ClusterError;
-use crate::cluster::real_node::NODE_NAME;
+use crate::cluster::addresses::NODE_NAME;
 use crate::repo_root;
 
 /// How often render pods are scraped (seconds); short, so a test sees a change in seconds.

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use super::NODE_NAME;
-use crate::cluster::addresses::POD_RANGE;
+use crate::cluster::addresses::{NODE_NAME, POD_RANGE};
 
 /// Ports kube-proxy serves on 127.0.0.1.
 pub(super) struct Ports {

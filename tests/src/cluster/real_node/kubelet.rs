@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::layout::Layout;
-use super::{NODE_LABEL, NODE_LABEL_VALUE, NODE_NAME};
-use crate::cluster::addresses::DNS_SERVICE_IP;
+use super::{NODE_LABEL, NODE_LABEL_VALUE};
+use crate::cluster::addresses::{DNS_SERVICE_IP, NODE_NAME};
 
 /// Ports the kubelet serves on 127.0.0.1.
 pub(super) struct Ports {

@@ -42,11 +42,10 @@ pub use teardown::{kernel_settings, leftovers};
 
 use super::components::{path_arg, spawn, wait_until};
 use super::{Cluster, ClusterError, http_ok, kubeconfig, run, run_with_input, system_tool};
+use crate::cluster::addresses::NODE_NAME;
 use crate::cluster::addresses::{BRIDGE_IP, DNS_SERVICE_IP};
 use crate::free_port;
 
-/// The node's name, and its address: a loopback `--node-ip` is refused, a hostname is not.
-pub const NODE_NAME: &str = "127.0.0.1";
 /// The label that tells the real node from kwok's (`type=kwok`); select it in a `nodeSelector`.
 pub const NODE_LABEL: &str = "renderpool.dev/node";
 /// [`NODE_LABEL`]'s value on the real node.
