@@ -10,10 +10,13 @@
 //! - [`metrics::sum`]: one metric's value from a Prometheus text exposition.
 //! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
 //!   pod's tests on a host process and on the real node alike.
+//! - [`modgraph`]: a crate's module import graph from its sources, and the layering checks
+//!   `tests/architecture.rs` runs against `docs/architecture.md`.
 
 pub mod bombs;
 pub mod corpus;
 pub mod metrics;
+pub mod modgraph;
 mod skip;
 
 pub use skip::{CAPABILITIES_ENV, LOG_ENV, capability, skip};
