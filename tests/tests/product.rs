@@ -38,7 +38,7 @@ use operator_support::{container_env, is_settled, metric_sum, wait_pool};
 
 /// The example's pool name and render port.
 const POOL: &str = "previews";
-const RENDER_PORT: u16 = 8080;
+const RENDER_PORT: u16 = renderpool_api::render_pod::PORT;
 
 fn node() -> (&'static Cluster, &'static RealNode) {
     let cluster = Cluster::shared_with_real_node();
@@ -132,7 +132,7 @@ fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap()
 }
 
-/// `http://<pod IP>:8080`: the host reaches pods on the node's bridge directly.
+/// `http://<pod IP>:<port>`: the host reaches pods on the node's bridge directly.
 fn pod_url(pod: &Pod) -> String {
     format!("http://{}:{RENDER_PORT}", pod.status.as_ref().unwrap().pod_ip.as_deref().unwrap())
 }
@@ -350,7 +350,7 @@ async fn a_docx_converts_through_the_gotenberg_service_in_the_operators_gotenber
     // Each render pod calls Gotenberg by its Service name.
     for render in product.pods("render").await {
         let ready = get_json(&format!("{}/readyz", pod_url(&render))).await;
-        let url = format!("http://{POOL}-gotenberg:3000");
+        let url = format!("http://{POOL}-gotenberg:{}", renderpool_api::gotenberg::PORT);
         assert_eq!(ready["office"]["gotenberg_url"], url.as_str(), "{ready}");
     }
 

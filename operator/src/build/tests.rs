@@ -246,7 +246,8 @@ fn the_libreoffice_flavor_gets_no_chromium_flag_and_the_full_one_loses_its_route
     let (spec, g) = plan("{}");
     let args = gotenberg_args(&spec, &g);
     assert!(!args.iter().any(|a| a.starts_with("--chromium")), "{args:?}");
-    let (spec, g) = plan("gotenberg:\n  flavor: full\n  image: gotenberg/gotenberg:8.36.0");
+    let full = "gotenberg:\n  flavor: full\n  image: gotenberg/gotenberg:";
+    let (spec, g) = plan(&format!("{full}{}", renderpool_api::versions::GOTENBERG));
     let args = gotenberg_args(&spec, &g);
     assert!(args.contains(&"--chromium-disable-routes=true".to_string()), "{args:?}");
 }

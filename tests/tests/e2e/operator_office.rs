@@ -164,7 +164,8 @@ async fn gotenberg_is_fenced_placed_and_flagged_for_its_flavour_and_goes_when_di
     // The official image's flavour: its Chromium routes are turned off.
     let mut full = spec.clone();
     full["gotenberg"]["flavor"] = json!("full");
-    full["gotenberg"]["image"] = json!("gotenberg/gotenberg:8.36.0");
+    let official = format!("gotenberg/gotenberg:{}", renderpool_api::versions::GOTENBERG);
+    full["gotenberg"]["image"] = json!(official);
     kubectl_apply(cluster, ns.name(), &pool_manifest("fenced", full)).unwrap();
     let flagged = wait_for(WAIT, || async {
         let d = deployments.get("fenced-gotenberg").await.ok()?;
