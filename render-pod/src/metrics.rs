@@ -15,6 +15,21 @@ use renderpool_sizing::SlotPlan;
 use crate::limits::DetectedLimits;
 use crate::office::OfficeMetrics;
 
+/// Every reason a worker is replaced (`renderpod_worker_restarts_total{reason}`). Each is
+/// exported at 0 from the start, so a reader of one sees a series, never a gap that a renamed
+/// reason would also leave.
+pub const RESTART_REASONS: [&str; 9] = [
+    "crash",
+    "killed",
+    "memory_limit",
+    "deadline",
+    "client_deadline",
+    "cancelled",
+    "recycle_jobs",
+    "recycle_memory",
+    "spawn_failed",
+];
+
 /// A label set of static names and values (op names, reasons, states).
 pub type Labels = Vec<(&'static str, &'static str)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
@@ -67,6 +82,9 @@ impl Metrics {
         let jobs = Family::<Labels, Counter>::default();
         let rejections = Family::<Labels, Counter>::default();
         let worker_restarts = Family::<Labels, Counter>::default();
+        for reason in RESTART_REASONS {
+            drop(worker_restarts.get_or_create(&vec![("reason", reason)]));
+        }
         let bytes_in = Counter::<u64, AtomicU64>::default();
         let bytes_out = Counter::<u64, AtomicU64>::default();
         let upload_budget = Gauge::default();
@@ -171,6 +189,7 @@ impl Metrics {
 
     /// Counts a replaced worker.
     pub fn restart(&self, reason: &'static str) {
+        debug_assert!(RESTART_REASONS.contains(&reason), "{reason} is not in RESTART_REASONS");
         self.worker_restarts.get_or_create(&vec![("reason", reason)]).inc();
     }
 
@@ -187,5 +206,36 @@ impl Metrics {
         let mut out = String::new();
         encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn every_restart_reason_is_exported_at_zero_before_any_restart() {
+        let plan = SlotPlan {
+            slots: 1,
+            cpu_slots: 1,
+            memory_slots: 1,
+            overridden: false,
+            reason: "test".into(),
+        };
+        let limits = DetectedLimits {
+            cpu_millis: 1000,
+            cpu_source: "test".into(),
+            memory_bytes: 1 << 30,
+            memory_source: "test".into(),
+        };
+        let metrics = Metrics::new(&plan, &limits);
+        metrics.restart("killed");
+        let text = metrics.encode().unwrap();
+        for reason in RESTART_REASONS {
+            let want = if reason == "killed" { 1 } else { 0 };
+            let line = format!("renderpod_worker_restarts_total{{reason=\"{reason}\"}} {want}");
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
     }
 }
