@@ -210,26 +210,29 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn every_restart_reason_is_exported_at_zero_before_any_restart() {
-        let plan = SlotPlan {
-            slots: 1,
-            cpu_slots: 1,
-            memory_slots: 1,
-            overridden: false,
-            reason: "test".into(),
-        };
+impl Metrics {
+    /// The metrics of a one-slot pod with 1 CPU and 1 GiB, for unit tests.
+    pub(crate) fn for_tests() -> Self {
+        let reason = "test".to_string();
+        let plan = SlotPlan { slots: 1, cpu_slots: 1, memory_slots: 1, overridden: true, reason };
         let limits = DetectedLimits {
             cpu_millis: 1000,
             cpu_source: "test".into(),
             memory_bytes: 1 << 30,
             memory_source: "test".into(),
         };
-        let metrics = Metrics::new(&plan, &limits);
+        Self::new(&plan, &limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn every_restart_reason_is_exported_at_zero_before_any_restart() {
+        let metrics = Metrics::for_tests();
         metrics.restart("killed");
         let text = metrics.encode().unwrap();
         for reason in RESTART_REASONS {

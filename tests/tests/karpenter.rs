@@ -20,10 +20,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use renderpool_operator::build::{Component, child_name, selector_labels, selector_string};
-use renderpool_testkit::wait;
-use renderpool_tests::cluster::karpenter::{
-    DO_NOT_DISRUPT, METRICS_PORT, NODE_POOL_LABEL, node_pool, placement,
-};
+use renderpool_testkit::{metrics, wait};
+use renderpool_tests::cluster::karpenter::{DO_NOT_DISRUPT, NODE_POOL_LABEL, node_pool, placement};
 use renderpool_tests::cluster::{Cluster, TestNamespace, run, run_with_input};
 use renderpool_tests::operator::OperatorProcess;
 use serde_json::{Value, json};
@@ -245,6 +243,14 @@ fn running_and_ready(pod: &Pod) -> bool {
     ready && status.and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
+/// Karpenter's disruption passes so far: its evaluations of single-node consolidation, the last
+/// method of each pass that disrupted nothing (a histogram's count, one per evaluation).
+fn disruption_passes() -> f64 {
+    let text = Cluster::shared().karpenter().metrics().unwrap();
+    let name = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count";
+    metrics::sum(&text, name, &["consolidation_type=\"single\""])
+}
+
 /// The last lines of Karpenter's log, for a failure message.
 fn karpenter_log_tail() -> String {
     let log = Cluster::shared().karpenter().log();
@@ -317,11 +323,7 @@ async fn karpenter_listens_only_inside_a_network_namespace_of_its_own() {
     assert!(outside.is_empty(), "Karpenter listens in the host's namespace: {outside:?}");
 
     // Its metrics answer inside; the chart's RBAC under its own token refused it nothing.
-    use std::io::{Read, Write};
-    let mut stream = karpenter.netns().connect(METRICS_PORT).unwrap();
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    stream.read_to_string(&mut metrics).unwrap();
+    let metrics = karpenter.metrics().unwrap();
     assert!(metrics.starts_with("HTTP/1.0 200"), "{}", &metrics[..metrics.len().min(200)]);
     assert!(metrics.contains("karpenter_"), "no karpenter metrics");
     let whoami = run(cluster.kubectl().arg("--kubeconfig").arg(karpenter.kubeconfig()).args([
@@ -552,8 +554,13 @@ async fn held_nodes_stay_until_released(name: &str, hold: Hold) {
         )
     });
     eprintln!("karpenter {hold:?}: DisruptionBlocked on both nodes: {blocked:?}");
-    // Two more disruption passes (every 10 s): still both nodes.
-    tokio::time::sleep(Duration::from_secs(25)).await;
+    // Two more disruption passes (one every 10 s, by Karpenter's own count): still both nodes.
+    let passed = disruption_passes();
+    wait::until("two more disruption passes", CONSOLIDATION_TIMEOUT, || async {
+        let passes = disruption_passes();
+        if passes >= passed + 2.0 { Ok(()) } else { Err(passes) }
+    })
+    .await;
     let nodes = scenario.nodes().await;
     assert_eq!(nodes.keys().cloned().collect::<BTreeSet<_>>(), held_nodes, "a held node went");
 

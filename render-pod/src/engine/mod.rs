@@ -345,25 +345,10 @@ impl Engine {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::limits::DetectedLimits;
     use crate::ops::Op;
-    use renderpool_sizing::SlotPlan;
 
     /// An engine whose workers can never start, so jobs stay queued.
     fn stalled_engine(queue_depth: usize, deadline: Duration) -> Engine {
-        let plan = SlotPlan {
-            slots: 1,
-            cpu_slots: 1,
-            memory_slots: 1,
-            overridden: true,
-            reason: "test".into(),
-        };
-        let limits = DetectedLimits {
-            cpu_millis: 1000,
-            cpu_source: "test".into(),
-            memory_bytes: 1 << 30,
-            memory_source: "test".into(),
-        };
         let config = EngineConfig {
             slots: 1,
             queue_depth,
@@ -380,7 +365,7 @@ mod tests {
                 confinement: Confinement { nice: 0, memory_ceiling: None },
             },
         };
-        Engine::start(config, Arc::new(Metrics::new(&plan, &limits)))
+        Engine::start(config, Arc::new(Metrics::for_tests()))
     }
 
     fn task(doc: &'static [u8]) -> Task {

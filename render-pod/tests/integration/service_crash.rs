@@ -200,14 +200,18 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
     server.wait_ready().await;
     // One running and two queued fill the pod. A request takes its queue place on arrival,
     // before its body is read, so the first is let through to the slot before the others come
-    // (three at once would find two places and one refusal).
+    // (three at once would find two places and one refusal). The queued ones are another
+    // document: the running one's deadline convicts its own, and a queued job of a convicted
+    // document is refused (422) when it reaches the new worker instead of expiring.
     let mut held = Vec::new();
-    for (count, (busy, queued)) in [(1, (1, 0)), (2, (1, 2))] {
+    for (count, (busy, queued), name) in
+        [(1, (1, 0), "pdf/gnuplot.pdf"), (2, (1, 2), "pdf/R-intro.pdf")]
+    {
         for _ in 0..count {
             let server = server.clone();
-            held.push(tokio::spawn(async move {
-                server.post(SLOW_RENDER, doc("pdf/gnuplot.pdf")).await.status()
-            }));
+            held.push(tokio::spawn(
+                async move { server.post(SLOW_RENDER, doc(name)).await.status() },
+            ));
         }
         let what = format!("{busy} busy and {queued} queued");
         wait::until(&what, Duration::from_secs(10), || async {
@@ -240,7 +244,8 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
     assert_eq!(server.client.get(server.url("/healthz")).send().await.unwrap().status(), 200);
     assert!(server.metric("renderpod_rejections_total", &["reason=\"queue_full\""]).await >= 20.0);
     for request in held {
-        // The running one hits its deadline; the queued ones expire behind it.
+        // The running one hits its deadline; the queued ones expire behind it, or hit theirs
+        // on the new worker.
         assert_eq!(request.await.unwrap(), 504);
     }
     assert_eq!(
