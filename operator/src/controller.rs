@@ -206,6 +206,8 @@ async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, R
     let result = reconcile_pool(&pool, &ctx).await;
     match &result {
         Ok(outcome) => {
+            // Inside kube-runtime's "reconciling object" span, which names the pool and why.
+            tracing::debug!(outcome, "reconciled");
             ctx.metrics.reconciled(outcome, started.elapsed());
             if let Ok(mut failures) = ctx.failures.lock() {
                 failures.remove(&key);

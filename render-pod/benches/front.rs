@@ -10,7 +10,7 @@
 //! Run: cargo bench -p render-pod --bench front   (FLOOD=400 for a shorter run)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -19,7 +19,7 @@
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -7,7 +7,10 @@
 //!   name and a reason; `scripts/test.sh` counts and prints every skip, and a machine that
 //!   declares the capability (`RENDERPOOL_CAPABILITIES`, set by `.ci/run`) fails the test
 //!   instead.
-//! - [`metrics::sum`]: one metric's value from a Prometheus text exposition.
+//! - [`metrics`]: one metric's value from a Prometheus text exposition; a metric that is not
+//!   there is an error naming what is, never a zero.
+//! - [`wait`]: the one poll loop: waits for a condition with a bound, and a timeout names what
+//!   was awaited and the last value seen.
 //! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
 //!   pod's tests on a host process and on the real node alike.
 //! - [`modgraph`]: a crate's module import graph from its sources, and the layering checks
@@ -18,5 +21,6 @@ pub mod corpus;
 pub mod metrics;
 pub mod modgraph;
 mod skip;
+pub mod wait;
 
 pub use skip::{CAPABILITIES_ENV, LOG_ENV, capability, skip};

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use renderpool_operator::crd::{RenderPool, RenderPoolSpec};
+use renderpool_testkit::metrics;
 use renderpool_tests::cluster::Cluster;
 use renderpool_tests::operator::{ChartInstall, OperatorProcess, child_versions};
 use renderpool_tests::release_bin;
@@ -28,15 +29,20 @@ struct Counters {
 
 async fn counters(op: &OperatorProcess) -> Counters {
     let text = op.metrics().await;
-    let sum = |metric: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
     Counters {
-        requests: sum("renderpool_operator_api_requests_total"),
-        writes: sum("renderpool_operator_api_writes_total"),
+        requests: metrics::sum(&text, "renderpool_operator_api_requests_total", &[]),
+        writes: metrics::sum(&text, "renderpool_operator_api_writes_total", &[]),
+    }
+}
+
+/// [`counters`] of an operator that may not have written yet: its writes family has no series
+/// until the first write, and that absence is a zero here, and only here.
+async fn first_counters(op: &OperatorProcess) -> Counters {
+    let text = op.metrics().await;
+    let writes = metrics::value(&text, "renderpool_operator_api_writes_total", &[]);
+    Counters {
+        requests: metrics::sum(&text, "renderpool_operator_api_requests_total", &[]),
+        writes: writes.unwrap_or(0.0),
     }
 }
 
@@ -141,7 +147,7 @@ async fn main() {
     let client = cluster.client().await;
     let api: Api<RenderPool> = Api::namespaced(client.clone(), ns.name());
 
-    let c0 = counters(op).await;
+    let c0 = first_counters(op).await;
     let one = create_and_wait(&api, "baseline", 1).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let c1 = counters(op).await;

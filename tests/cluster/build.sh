@@ -57,6 +57,13 @@ module_dir() {
   echo "$dir"
 }
 
+# Cold builds run as background jobs, RENDERPOOL_GO_JOBS (default 2) at a time: one `go build`
+# leaves a core idle while it fetches modules and links, and two fill each other's gaps. A job's
+# lines are prefixed with its tool; a failed job fails the script once all have ended.
+go_jobs=${RENDERPOOL_GO_JOBS:-2}
+failed=$(mktemp -d)
+trap 'rm -rf "$failed"' EXIT
+
 build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <version> <ldflags> <package>...
   local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
   wanted "$wrapper" || return 0
@@ -64,21 +71,36 @@ build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <ver
   # Tags and a toolchain join the stamp only when set, so other tools keep the stamps they had.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} \
     ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} "$@")"
-  if [ ! -f "$dest/.complete" ]; then
-    echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)" >&2
-    local start=$SECONDS
-    mkdir -p "$dest"
-    # A single package is named after its wrapper (etcd's main package would be "server").
-    local out="$dest/"
-    [ $# -eq 1 ] && out="$dest/$wrapper"
-    (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@")
-    touch "$dest/.complete"
-    # Drop this tool's older builds so the cache holds one per tool.
-    find "$cache/go" -maxdepth 1 -name "$wrapper-*" ! -path "$dest" -exec rm -rf {} +
-    echo "built $wrapper in $((SECONDS - start))s" >&2
+  if [ -f "$dest/.complete" ]; then
+    link_build "$dest" "$link_dir"
+    return 0
   fi
-  mkdir -p "$link_dir"
-  for f in "$dest"/*; do ln -sf "$f" "$link_dir/$(basename "$f")"; done
+  while [ "$(jobs -rp | wc -l)" -ge "$go_jobs" ]; do wait -n || true; done
+  { go_build "$wrapper" "$version" "$ldflags" "$tags" "$toolchain" "$dest" "$link_dir" "$@" 2>&1 |
+    sed -u "s/^/[$wrapper] /" >&2 || touch "$failed/$wrapper"; } &
+}
+
+go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <dest> <link dir> <package>...
+  local wrapper=$1 version=$2 ldflags=$3 tags=$4 toolchain=$5 dest=$6 link_dir=$7; shift 7
+  echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)"
+  local start=$SECONDS
+  mkdir -p "$dest"
+  # A single package is named after its wrapper (etcd's main package would be "server").
+  local out="$dest/"
+  [ $# -eq 1 ] && out="$dest/$wrapper"
+  # Each step checked: a job runs where a failure does not stop the shell.
+  (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@") ||
+    return 1
+  touch "$dest/.complete" || return 1
+  # Drop this tool's older builds so the cache holds one per tool.
+  find "$cache/go" -maxdepth 1 -name "$wrapper-*" ! -path "$dest" -exec rm -rf {} +
+  echo "built $wrapper in $((SECONDS - start))s"
+  link_build "$dest" "$link_dir"
+}
+
+link_build() { # link_build <build folder> <link dir>: the build's binaries on the link dir
+  mkdir -p "$2"
+  for f in "$1"/*; do ln -sf "$f" "$2/$(basename "$f")"; done
 }
 
 k8s_ldflags() {
@@ -176,5 +198,10 @@ if wanted kwok; then
     echo "---"
     cat "$kwok_dir/kustomize/stage/$stage.yaml"
   done > "$bin/kwok-stages.yaml"
+fi
+wait
+if [ -n "$(ls -A "$failed")" ]; then
+  echo "build.sh: failed to build: $(ls "$failed" | tr '\n' ' ')" >&2
+  exit 1
 fi
 echo "$bin"

@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use crate::{free_port, process, repo_root, rss_bytes, wait_for};
+use renderpool_testkit::wait;
+
+use crate::{free_port, process, repo_root, rss_bytes};
 
 /// Prometheus gauge of requests inside Gotenberg (running plus queued for LibreOffice).
 pub const QUEUE_GAUGE: &str = "gotenberg_libreoffice_requests_queue_size";
@@ -69,12 +71,14 @@ impl Gotenberg {
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start gotenberg: {err}"));
         let gotenberg = Gotenberg { pid, port, state, log, stopped: false };
         let health = format!("{}/health", gotenberg.url());
-        let up = wait_for(Duration::from_secs(60), || async {
-            let response = reqwest::get(&health).await.ok()?;
-            response.status().is_success().then_some(())
+        let up = wait::try_until("Gotenberg's /health 200", Duration::from_secs(60), || async {
+            let status = reqwest::get(&health).await.map(|r| r.status());
+            status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
         })
         .await;
-        assert!(up.is_some(), "Gotenberg never became healthy:\n{}", gotenberg.log_text());
+        if let Err(timed_out) = up {
+            panic!("{timed_out}; its log:\n{}", gotenberg.log_text());
+        }
         gotenberg
     }
 

@@ -14,7 +14,6 @@ pub mod runc;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// The repository root (the folder holding the workspace `Cargo.toml`).
 pub fn repo_root() -> PathBuf {
@@ -63,22 +62,6 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .unwrap_or_else(|err| panic!("no free port on 127.0.0.1: {err}"))
-}
-
-/// Polls `check` every 250 ms until it yields a value or `timeout` passes.
-pub async fn wait_for<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = tokio::time::Instant::now();
-    while start.elapsed() < timeout {
-        if let Some(value) = check().await {
-            return Some(value);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    None
 }
 
 /// Resident memory (VmRSS) of process `pid`, in bytes.

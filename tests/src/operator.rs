@@ -14,12 +14,23 @@ use kube::ResourceExt;
 use tokio::sync::OnceCell;
 
 use crate::cluster::{Cluster, run};
-use crate::{free_port, process, repo_root, wait_for, workspace_bin};
+use renderpool_testkit::wait;
+
+use crate::{free_port, process, repo_root, workspace_bin};
 
 /// Namespace the chart is installed into.
 pub const RELEASE_NAMESPACE: &str = "renderpool-system";
 /// Helm release name; the chart names its ServiceAccount and RBAC after it.
 pub const RELEASE: &str = "renderpool-operator";
+
+/// The user the operator acts as: the chart's ServiceAccount (for [`Cluster::audited_writes`]).
+pub fn service_account_user() -> String {
+    format!("system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}")
+}
+
+/// What the test operators log: the default, plus one debug line per finished reconcile (its
+/// outcome, inside the span that names the pool and what triggered it).
+const LOG_FILTER: &str = "info,kube_lease_manager=warn,renderpool_operator::controller=debug";
 
 /// The chart installed into the shared cluster, and a kubeconfig holding its ServiceAccount's token.
 pub struct ChartInstall {
@@ -153,6 +164,7 @@ impl OperatorProcess {
         command
             .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--identity", &identity])
             .args(["--log-format", "text"])
+            .env("RUST_LOG", LOG_FILTER)
             // What the chart's Deployment passes in the same install mode.
             .env("WATCH_NAMESPACES", install.watch_namespaces.join(","))
             .env("KUBECONFIG", &install.kubeconfig)
@@ -163,17 +175,15 @@ impl OperatorProcess {
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start {identity}: {err}"));
         let operator = OperatorProcess { pid, port, identity, log };
         let url = format!("http://127.0.0.1:{port}/healthz");
-        let healthy = wait_for(Duration::from_secs(30), || async {
-            let response = reqwest::get(&url).await.ok()?;
-            response.status().is_success().then_some(())
+        let what = format!("{identity}'s /healthz 200", identity = operator.identity);
+        let healthy = wait::try_until(&what, Duration::from_secs(30), || async {
+            let status = reqwest::get(&url).await.map(|r| r.status());
+            status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
         })
         .await;
-        assert!(
-            healthy.is_some(),
-            "{} never answered /healthz:\n{}",
-            operator.identity,
-            operator.log()
-        );
+        if let Err(timed_out) = healthy {
+            panic!("{timed_out}; its log:\n{}", operator.log());
+        }
         operator
     }
 

@@ -11,6 +11,8 @@ use std::sync::mpsc::{Sender, channel};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use renderpool_testkit::wait;
+
 type SpawnRequest = (Command, Sender<std::io::Result<u32>>);
 
 struct Registry {
@@ -76,20 +78,17 @@ pub(crate) fn spawn(command: Command) -> std::io::Result<u32> {
 pub(crate) fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: plain kill(2) on a pid this module spawned and has not reaped yet.
     unsafe { libc::kill(pid as libc::pid_t, signal) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
+    let what = format!("process {pid} to exit");
+    // One that outlives this wait is left to the exit handler's SIGKILL.
+    let _ = wait::try_until_blocking(&what, Duration::from_secs(10), || {
         let mut registry = lock();
         let running = registry
             .children
             .iter_mut()
             .find(|child| child.id() == pid)
             .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
-        drop(registry);
-        if !running {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        !running
+    });
 }
 
 /// Removes `folder` when the test process exits (after its processes are stopped).
@@ -105,9 +104,9 @@ extern "C" fn stop_all() {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     for child in &mut registry.children {
-        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let what = format!("process {} to exit on SIGTERM", child.id());
+        let _ = wait::try_until_blocking(&what, left, || !matches!(child.try_wait(), Ok(None)));
         let _ = child.kill();
         let _ = child.wait();
     }

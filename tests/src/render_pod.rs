@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::{free_port, process, wait_for, workspace_bin};
+use renderpool_testkit::{metrics, wait};
+
+use crate::{free_port, process, workspace_bin};
 
 /// A running render pod.
 pub struct RenderPod {
@@ -37,12 +39,15 @@ impl RenderPod {
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start render-pod: {err}"));
         let pod = RenderPod { pid, port, log, client: reqwest::Client::new() };
         let readyz = pod.url("/readyz");
-        let ready = wait_for(Duration::from_secs(30), || async {
-            let response = reqwest::get(&readyz).await.ok()?;
-            response.status().is_success().then_some(())
-        })
-        .await;
-        assert!(ready.is_some(), "render-pod never became ready:\n{}", pod.log_text());
+        let ready =
+            wait::try_until("render-pod's /readyz 200", Duration::from_secs(30), || async {
+                let status = reqwest::get(&readyz).await.map(|r| r.status());
+                status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
+            })
+            .await;
+        if let Err(timed_out) = ready {
+            panic!("{timed_out}; its log:\n{}", pod.log_text());
+        }
         pod
     }
 
@@ -78,14 +83,19 @@ impl RenderPod {
         response.json().await.unwrap_or_else(|err| panic!("/readyz body: {err}"))
     }
 
-    /// A metric summed over the label sets whose line contains every `needle`.
-    pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
+    /// The `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
         let response = self.client.get(self.url("/metrics")).send().await;
-        let text = match response {
+        match response {
             Ok(response) => response.text().await.unwrap_or_default(),
             Err(err) => panic!("GET /metrics: {err}"),
-        };
-        renderpool_testkit::metrics::sum(&text, name, needles)
+        }
+    }
+
+    /// A metric summed over the label sets whose line contains every `needle`; a metric with no
+    /// such series fails the test, naming the series that are there.
+    pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
+        metrics::sum(&self.metrics_text().await, name, needles)
     }
 }
 

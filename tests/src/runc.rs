@@ -210,6 +210,13 @@ impl Container {
         state["status"].as_str().map(String::from)
     }
 
+    /// The container's first process, as runc reports it (a pid of this machine's namespace).
+    pub fn pid(&self) -> Option<u32> {
+        let output = self.runc().args(["state", &self.id]).output().ok()?;
+        let state: Value = serde_json::from_slice(&output.stdout).ok()?;
+        state["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok()).filter(|pid| *pid > 0)
+    }
+
     /// Sends `signal` (e.g. `TERM`) to the container's first process.
     pub fn kill(&self, signal: &str) {
         run(self.runc().args(["kill", &self.id, signal]));

@@ -22,11 +22,12 @@ use kube::Api;
 use kube::api::ListParams;
 use renderpool_operator::build::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::metrics::rules_path;
 use renderpool_tests::cluster::{Cluster, HPA_SYNC_SECONDS, run, run_with_input};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
-use renderpool_tests::{repo_root, wait_for};
+use renderpool_tests::repo_root;
 use serde_json::{Value, json};
 
 #[path = "e2e/operator_support.rs"]
@@ -235,19 +236,21 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     assert_eq!(replica_sets.len(), 1, "{replica_sets:?}");
 
     // The adapter serves the pod's ratio once Prometheus has scraped it and a relist saw it.
-    let served = wait_for(Duration::from_secs(60), || async {
-        let values = metrics.pod_metric(&client, &ns, BUSY_SLOT_RATIO_METRIC).await.ok()?;
-        (values.len() == 1).then_some(values)
+    let what = format!("the adapter serving {BUSY_SLOT_RATIO_METRIC} for one pod");
+    let served = wait::until(&what, Duration::from_secs(60), || async {
+        let values = metrics.pod_metric(&client, &ns, BUSY_SLOT_RATIO_METRIC).await;
+        match values {
+            Ok(values) if values.len() == 1 => Ok(values),
+            other => Err(other.map_err(|err| err.to_string())),
+        }
     })
     .await;
-    let served =
-        served.unwrap_or_else(|| panic!("the adapter never served {BUSY_SLOT_RATIO_METRIC}"));
     eprintln!("custom.metrics.k8s.io before the load: {served:?}");
     assert!(served.values().all(|v| (0.0..=1.0).contains(v)), "{served:?}");
 
     // The operator's HPA, named like the pool and aimed at its /scale, reads the metric.
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
-    let active = wait_for(Duration::from_secs(60), || async {
+    let active = wait::try_until("the HPA reading the metric", Duration::from_secs(60), || async {
         let hpa = hpas.get(POOL).await.ok()?;
         let target = &hpa.spec.scale_target_ref;
         assert_eq!((target.kind.as_str(), target.name.as_str()), ("RenderPool", POOL));
@@ -256,12 +259,7 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
         conditions.iter().any(|c| c.type_ == "ScalingActive" && c.status == "True").then_some(())
     })
     .await;
-    assert!(
-        active.is_some(),
-        "the HPA never read the metric: {:?}\n{}",
-        hpas.get(POOL).await,
-        operator.log()
-    );
+    assert!(active.is_ok(), "{active:?}: {:?}\n{}", hpas.get(POOL).await, operator.log());
 
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let spec = services.get(&format!("{POOL}-render")).await.unwrap().spec.unwrap();
@@ -378,12 +376,11 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     // Scaling only scaled: one ReplicaSet, one pod template, throughout.
     assert_eq!(render_replica_sets(&client, &ns).await, replica_sets, "the render pods rolled");
     assert_eq!(watch.template_hashes.len(), 1, "{:?}", watch.template_hashes);
-    let left = wait_for(Duration::from_secs(60), || async {
+    wait::until("the scaled-in pods gone", Duration::from_secs(60), || async {
         let pods = watch.pods.list(&ListParams::default().labels(&render_selector())).await.ok()?;
         (pods.items.len() == 1 && pods.items.iter().all(is_ready)).then_some(())
     })
     .await;
-    assert!(left.is_some(), "the scaled-in pods did not go");
 }
 
 /// The shipped KEDA example, as YAML parsed into JSON.

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use renderpool_testkit::wait;
 use renderpool_tests::oci::{Image, images_dir, listed};
 use renderpool_tests::runc::{Container, Spec, Tmp};
-use renderpool_tests::{corpus_dir, free_port, repo_root, wait_for};
+use renderpool_tests::{corpus_dir, free_port, repo_root};
 
 const RENDER_POD: &str = "render-pod";
 const OPERATOR: &str = "renderpool-operator";
@@ -102,22 +103,25 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 /// Waits for a container's HTTP endpoint to answer 200; panics with the container's log.
 async fn wait_http_ok(container: &Container, url: &str, timeout: Duration) {
     let client = reqwest::Client::new();
-    let ok = wait_for(timeout, || async {
-        let response = client.get(url).timeout(Duration::from_secs(5)).send().await.ok()?;
-        response.status().is_success().then_some(())
+    let ok = wait::try_until(&format!("{url} answering 200"), timeout, || async {
+        let status =
+            client.get(url).timeout(Duration::from_secs(5)).send().await.map(|r| r.status());
+        status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
     })
     .await;
-    assert!(
-        ok.is_some(),
-        "{url} did not answer 200 in {timeout:?}; container log:\n{}",
-        container.log_text()
-    );
+    if let Err(timed_out) = ok {
+        panic!("{timed_out}; container log:\n{}", container.log_text());
+    }
 }
 
 async fn wait_stopped(container: &Container, timeout: Duration) -> bool {
-    wait_for(timeout, || async { (container.status().as_deref() != Some("running")).then_some(()) })
-        .await
-        .is_some()
+    let what = "the container stopped";
+    wait::try_until(what, timeout, || async {
+        let status = container.status();
+        if status.as_deref() != Some("running") { Ok(()) } else { Err(status) }
+    })
+    .await
+    .is_ok()
 }
 
 #[test]
@@ -372,22 +376,47 @@ fn pause_runs_until_sigterm_and_exits_zero() {
 
     let (container, mut child) =
         Container::spawn(bundle.path(), &Spec::from_image(&image, Tmp::Memory { mib: 1 }));
-    let running = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        container.status().as_deref() == Some("running")
+    let pid = wait::until_blocking("pause running", Duration::from_secs(10), || {
+        let status = container.status();
+        if status.as_deref() == Some("running") {
+            container.pid().ok_or(status)
+        } else {
+            Err(status)
+        }
     });
-    assert!(running, "pause did not start");
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(container.status().as_deref(), Some("running"), "pause exited on its own");
+    // Asleep with its handlers in place: it reached its wait for a signal.
+    let waiting = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap_or_default();
+            line[name.len().min(line.len())..].trim().to_string()
+        };
+        let caught = u64::from_str_radix(&field("SigCgt:"), 16).unwrap_or(0);
+        let switches: u64 = field("voluntary_ctxt_switches:").parse().unwrap_or(0);
+        let asleep = field("State:").starts_with('S') && caught & PAUSE_SIGNALS == PAUSE_SIGNALS;
+        (asleep, switches)
+    };
+    let slept = wait::until_blocking("pause waiting for a signal", Duration::from_secs(10), || {
+        let (asleep, switches) = waiting();
+        if asleep { Ok(switches) } else { Err(switches) }
+    });
+    // A signal that is not a stop (a child's end) wakes it, and it goes back to waiting.
+    container.kill("CHLD");
+    wait::until_blocking("pause back to waiting after SIGCHLD", Duration::from_secs(10), || {
+        let (asleep, switches) = waiting();
+        if asleep && switches > slept { Ok(()) } else { Err((asleep, switches)) }
+    });
+    assert_eq!(container.status().as_deref(), Some("running"), "pause exited on SIGCHLD");
     container.kill("TERM");
-    let status = (0..100)
-        .find_map(|_| {
-            std::thread::sleep(Duration::from_millis(100));
+    let status =
+        wait::until_blocking("pause's exit after SIGTERM", Duration::from_secs(10), || {
             child.try_wait().unwrap()
-        })
-        .expect("pause did not stop within 10 s of SIGTERM");
+        });
     assert!(status.success(), "pause exited with {status}");
 }
+
+/// SIGINT, SIGTERM and SIGCHLD in a `/proc/<pid>/status` signal mask (bit n-1 for signal n).
+const PAUSE_SIGNALS: u64 = 1 << (2 - 1) | 1 << (15 - 1) | 1 << (17 - 1);
 
 #[test]
 fn building_again_from_the_same_inputs_gives_the_same_digests() {

@@ -20,12 +20,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use renderpool_operator::build::{Component, child_name, selector_labels, selector_string};
-use renderpool_tests::cluster::karpenter::{
-    DO_NOT_DISRUPT, METRICS_PORT, NODE_POOL_LABEL, node_pool, placement,
-};
+use renderpool_testkit::{metrics, wait};
+use renderpool_tests::cluster::karpenter::{DO_NOT_DISRUPT, NODE_POOL_LABEL, node_pool, placement};
 use renderpool_tests::cluster::{Cluster, TestNamespace, run, run_with_input};
 use renderpool_tests::operator::OperatorProcess;
-use renderpool_tests::wait_for;
 use serde_json::{Value, json};
 
 /// How long a consolidation may take here before a test gives up: consolidateAfter, Karpenter's
@@ -120,7 +118,8 @@ impl Scenario {
     /// nodes; returns pod name to node name.
     async fn wait_render_pods(&self, count: usize, timeout: Duration) -> BTreeMap<String, String> {
         let selector = selector_string(&self.name, Component::Render);
-        let found = wait_for(timeout, || async {
+        let what = format!("{count} Running and Ready render pods on the NodePool's nodes");
+        let found = wait::try_until(&what, timeout, || async {
             let list = self.pods.list(&ListParams::default().labels(&selector)).await.ok()?;
             let live: Vec<&Pod> =
                 list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
@@ -136,34 +135,31 @@ impl Scenario {
             (live.len() == count && placed.len() == count).then_some(placed)
         })
         .await;
-        found.unwrap_or_else(|| {
-            let pods = run(self.cluster.kubectl().args(["get", "pods,nodeclaims", "-A", "-o", "wide"]))
-                .unwrap_or_default();
-            panic!(
-                "{count} Running and Ready render pods of {} on its nodes not seen in {timeout:?}:\n\
-                 {pods}\n{}",
-                self.name,
-                karpenter_log_tail()
-            )
+        found.unwrap_or_else(|timed_out| {
+            let pods =
+                run(self.cluster.kubectl().args(["get", "pods,nodeclaims", "-A", "-o", "wide"]))
+                    .unwrap_or_default();
+            panic!("{timed_out} ({}):\n{pods}\n{}", self.name, karpenter_log_tail())
         })
     }
 
     /// Waits until the NodePool has exactly `nodes` nodes (and NodeClaims), none empty, holding
     /// `pods` pods between them; returns them.
     async fn wait_nodes_holding(&self, pods: usize, nodes: usize) -> BTreeMap<String, Vec<String>> {
-        let found = wait_for(CONSOLIDATION_TIMEOUT, || async {
+        let what = format!("{nodes} nodes holding {pods} pods");
+        let found = wait::try_until(&what, CONSOLIDATION_TIMEOUT, || async {
             let by_node = self.nodes().await;
             let held: usize = by_node.values().map(Vec::len).sum();
             let settled = by_node.len() == nodes
                 && held == pods
                 && by_node.values().all(|pods| !pods.is_empty())
                 && self.node_claims().len() == nodes;
-            settled.then_some(by_node)
+            if settled { Ok(by_node) } else { Err(by_node) }
         })
         .await;
-        found.unwrap_or_else(|| {
+        found.unwrap_or_else(|timed_out| {
             panic!(
-                "{} did not settle on {nodes} nodes holding {pods} pods: nodes {:?}, claims {:?}\n{}",
+                "{timed_out} ({}): nodes {:?}, claims {:?}\n{}",
                 self.name,
                 self.nodes_now(),
                 self.node_claims(),
@@ -247,6 +243,14 @@ fn running_and_ready(pod: &Pod) -> bool {
     ready && status.and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
+/// Karpenter's disruption passes so far: its evaluations of single-node consolidation, the last
+/// method of each pass that disrupted nothing (a histogram's count, one per evaluation).
+fn disruption_passes() -> f64 {
+    let text = Cluster::shared().karpenter().metrics().unwrap();
+    let name = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count";
+    metrics::sum(&text, name, &["consolidation_type=\"single\""])
+}
+
 /// The last lines of Karpenter's log, for a failure message.
 fn karpenter_log_tail() -> String {
     let log = Cluster::shared().karpenter().log();
@@ -319,11 +323,7 @@ async fn karpenter_listens_only_inside_a_network_namespace_of_its_own() {
     assert!(outside.is_empty(), "Karpenter listens in the host's namespace: {outside:?}");
 
     // Its metrics answer inside; the chart's RBAC under its own token refused it nothing.
-    use std::io::{Read, Write};
-    let mut stream = karpenter.netns().connect(METRICS_PORT).unwrap();
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    stream.read_to_string(&mut metrics).unwrap();
+    let metrics = karpenter.metrics().unwrap();
     assert!(metrics.starts_with("HTTP/1.0 200"), "{}", &metrics[..metrics.len().min(200)]);
     assert!(metrics.contains("karpenter_"), "no karpenter metrics");
     let whoami = run(cluster.kubectl().arg("--kubeconfig").arg(karpenter.kubeconfig()).args([
@@ -356,11 +356,11 @@ async fn a_render_pool_scaled_past_its_nodes_gets_karpenter_nodes_and_scaled_dow
     let replicas = 8;
     let scaled = Instant::now();
     scenario.scale(replicas);
-    let first_claim = wait_for(PROVISIONING_TIMEOUT, || async {
-        (scenario.node_claims().len() > before.len()).then(Instant::now)
-    })
-    .await
-    .expect("no NodeClaim for the pending render pods");
+    let first_claim =
+        wait::until("a NodeClaim for the pending render pods", PROVISIONING_TIMEOUT, || async {
+            (scenario.node_claims().len() > before.len()).then(Instant::now)
+        })
+        .await;
     let placed = scenario.wait_render_pods(replicas as usize, PROVISIONING_TIMEOUT).await;
     let all_running = scaled.elapsed();
     let nodes = scenario.nodes().await;
@@ -400,7 +400,8 @@ async fn the_operators_pods_on_karpenter_nodes_carry_the_disruption_policy() {
     let scenario = Scenario::start("policy", pool).await;
     let name = &scenario.name;
     let gotenberg = selector_string(name, Component::Gotenberg);
-    let gotenberg_pods = wait_for(PROVISIONING_TIMEOUT, || async {
+    let what = "the Gotenberg pod Running and Ready on a NodePool node";
+    let gotenberg_pods = wait::until(what, PROVISIONING_TIMEOUT, || async {
         let list = scenario.pods.list(&ListParams::default().labels(&gotenberg)).await.ok()?;
         let nodes = scenario.nodes().await;
         let placed = list.items.iter().all(|p| {
@@ -412,8 +413,7 @@ async fn the_operators_pods_on_karpenter_nodes_carry_the_disruption_policy() {
         });
         (list.items.len() == 1 && placed).then_some(list.items)
     })
-    .await
-    .expect("the Gotenberg pod never ran on a Karpenter node");
+    .await;
     let render = scenario
         .pods
         .list(&ListParams::default().labels(&selector_string(name, Component::Render)))
@@ -531,7 +531,8 @@ async fn held_nodes_stay_until_released(name: &str, hold: Hold) {
 
     // Every other node empties and goes; the two held ones are half used, Karpenter marks them
     // consolidatable and says why it leaves them.
-    let blocked = wait_for(CONSOLIDATION_TIMEOUT, || async {
+    let what = format!("DisruptionBlocked ({}) on both held nodes", hold.event_words());
+    let blocked = wait::try_until(&what, CONSOLIDATION_TIMEOUT, || async {
         let nodes = scenario.nodes().await;
         let claims = scenario.node_claims();
         let mut messages = Vec::new();
@@ -544,18 +545,22 @@ async fn held_nodes_stay_until_released(name: &str, hold: Hold) {
         (nodes.len() == 2 && consolidatable && said).then_some(messages)
     })
     .await;
-    let blocked = blocked.unwrap_or_else(|| {
+    let blocked = blocked.unwrap_or_else(|timed_out| {
         panic!(
-            "no DisruptionBlocked ({}) on both held nodes: nodes {:?}, claims {:?}\n{}",
-            hold.event_words(),
+            "{timed_out}: nodes {:?}, claims {:?}\n{}",
             scenario.nodes_now(),
             scenario.node_claims(),
             karpenter_log_tail()
         )
     });
     eprintln!("karpenter {hold:?}: DisruptionBlocked on both nodes: {blocked:?}");
-    // Two more disruption passes (every 10 s): still both nodes.
-    tokio::time::sleep(Duration::from_secs(25)).await;
+    // Two more disruption passes (one every 10 s, by Karpenter's own count): still both nodes.
+    let passed = disruption_passes();
+    wait::until("two more disruption passes", CONSOLIDATION_TIMEOUT, || async {
+        let passes = disruption_passes();
+        if passes >= passed + 2.0 { Ok(()) } else { Err(passes) }
+    })
+    .await;
     let nodes = scenario.nodes().await;
     assert_eq!(nodes.keys().cloned().collect::<BTreeSet<_>>(), held_nodes, "a held node went");
 

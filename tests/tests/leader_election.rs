@@ -10,21 +10,24 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use operator_support::{is_settled, kubectl_apply, metric_sum, pool_manifest, wait_pool};
+use operator_support::{is_settled, kubectl_apply, pool_manifest, wait_pool};
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::{metrics, wait};
 use renderpool_tests::cluster::Cluster;
 use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
-use renderpool_tests::wait_for;
 use serde_json::json;
 
 const LEASE: &str = "renderpool-operator";
 
 async fn leading(op: &OperatorProcess) -> bool {
-    metric_sum(&op.metrics().await, "renderpool_operator_leader") == 1.0
+    metrics::sum(&op.metrics().await, "renderpool_operator_leader", &[]) == 1.0
 }
 
+/// Reconciles finished: the duration histogram's count, a series from the start (the
+/// by-outcome counter has none until the first reconcile).
 async fn reconciles(op: &OperatorProcess) -> f64 {
-    metric_sum(&op.metrics().await, "renderpool_operator_reconciles_total")
+    let text = op.metrics().await;
+    metrics::sum(&text, "renderpool_operator_reconcile_duration_seconds_count", &[])
 }
 
 async fn holder(client: &kube::Client) -> Option<String> {
@@ -43,12 +46,11 @@ async fn only_the_lease_holder_reconciles_and_the_standby_takes_over() {
     let ops = [OperatorProcess::start(install).await, OperatorProcess::start(install).await];
 
     // Exactly one of the two leads, and the Lease names it.
-    let first = wait_for(Duration::from_secs(60), || async {
+    let first = wait::until("one operator of two leading", Duration::from_secs(60), || async {
         let (a, b) = (leading(&ops[0]).await, leading(&ops[1]).await);
-        (a != b).then_some(if a { 0 } else { 1 })
+        if a != b { Ok(if a { 0 } else { 1 }) } else { Err((a, b)) }
     })
-    .await
-    .expect("one operator took the lease");
+    .await;
     let (leader, standby) = (&ops[first], &ops[1 - first]);
     assert_eq!(holder(&client).await.as_deref(), Some(leader.identity()));
 
@@ -61,9 +63,9 @@ async fn only_the_lease_holder_reconciles_and_the_standby_takes_over() {
 
     // SIGKILL: the lease is not released, so the standby waits for it to expire.
     leader.kill();
-    wait_for(Duration::from_secs(60), || async { leading(standby).await.then_some(()) })
+    wait::try_until("the standby leading", Duration::from_secs(60), || leading(standby))
         .await
-        .unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log()));
+        .unwrap_or_else(|t| panic!("{t}; its log:\n{}", standby.log()));
     assert_eq!(holder(&client).await.as_deref(), Some(standby.identity()));
     kubectl_apply(cluster, ns.name(), &pool_manifest("second", spec)).unwrap();
     wait_pool(&pools, "second", Duration::from_secs(90), is_settled).await;

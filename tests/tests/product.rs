@@ -13,6 +13,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -25,16 +27,17 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::{metrics, wait};
 use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
-use renderpool_tests::{repo_root, wait_for};
+use renderpool_tests::repo_root;
 use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
 #[path = "e2e/operator_support.rs"]
 mod operator_support;
-use operator_support::{container_env, is_settled, metric_sum, wait_pool};
+use operator_support::{container_env, is_settled, wait_pool};
 
 /// The example's pool name and render port.
 const POOL: &str = "previews";
@@ -177,11 +180,12 @@ async fn post(url: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
 }
 
 /// `info` jobs a render pod has finished, from its `/metrics`; `None` once it no longer answers.
+/// A pod that has finished none has no such series yet: 0, so a caller compares before and
+/// after, and proves the counter's name on a pod that did answer one (see the drain test).
 async fn info_jobs(pod: &Pod) -> Option<f64> {
     let url = format!("{}/metrics", pod_url(pod));
     let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
-    let info = text.lines().filter(|line| line.starts_with("renderpod_jobs_total{op=\"info\""));
-    Some(metric_sum(&info.collect::<Vec<_>>().join("\n"), "renderpod_jobs_total"))
+    Some(metrics::value(&text, "renderpod_jobs_total", &["op=\"info\""]).unwrap_or(0.0))
 }
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -241,12 +245,11 @@ async fn the_chart_runs_the_operator_as_pods_from_its_image_and_helm_test_passes
         .unwrap();
     };
     scale("0");
-    let gone = wait_for(Duration::from_secs(60), || async {
+    wait::until("the operator pods stopped", Duration::from_secs(60), || async {
         let left = pods.list(&ListParams::default().labels(&selector)).await.ok()?.items;
         left.iter().all(is_hook).then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the operator pods did not stop");
     let failed = helm_test().unwrap_err().to_string();
     scale("2");
     let hook = format!("{RELEASE}-test-readyz");
@@ -383,24 +386,43 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     let in_flight = 4;
     let sent_at = Instant::now();
     let mut renders = Vec::new();
+    let finished = Arc::new(AtomicUsize::new(0));
     for _ in 0..in_flight {
         let url = format!("{}/v1/watermark?text=DRAFT", pod_url(leaving));
         let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+        let finished = finished.clone();
         renders.push(tokio::spawn(async move {
             let (code, body) = post(&url, pdf).await;
+            finished.fetch_add(1, Ordering::SeqCst);
             (code, body, Instant::now())
         }));
     }
     let ready_url = format!("{}/readyz", pod_url(leaving));
-    let queued = wait_for(Duration::from_secs(20), || async {
-        let ready = get_json(&ready_url).await;
-        let engine = &ready["engine"];
-        (engine["busy"] == 1 && engine["queued"] == in_flight - 1).then_some(())
+    let what = format!("the renders lined up on {}", pod_name(leaving));
+    wait::until(&what, Duration::from_secs(20), || async {
+        let engine = get_json(&ready_url).await["engine"].clone();
+        if engine["busy"] == 1 && engine["queued"] == in_flight - 1 { Ok(()) } else { Err(engine) }
     })
     .await;
-    assert!(queued.is_some(), "the renders never lined up on {}", pod_name(leaving));
     // Started after the line-up above, so that the line-up counted the watermarks alone.
     let load = steady_load(product).await;
+
+    // The leaving pod's drain begins with SIGTERM, after its preStop: how many renders had
+    // ended by the time its /readyz said so.
+    let drain_began = {
+        let (url, finished) = (format!("{}/readyz", pod_url(leaving)), finished.clone());
+        tokio::spawn(async move {
+            wait::until("the leaving pod draining", Duration::from_secs(60), || async {
+                let ready: Option<Value> =
+                    async { reqwest::get(&url).await.ok()?.json().await.ok() }.await;
+                match ready {
+                    Some(ready) if ready["draining"] == true => Ok(finished.load(Ordering::SeqCst)),
+                    other => Err(other),
+                }
+            })
+            .await
+        })
+    };
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), product.namespace());
     let deleted_at = Instant::now();
@@ -414,7 +436,8 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     // replacement once that is Ready), and every one must succeed.
     let slices: Api<EndpointSlice> = Api::namespaced(client, product.namespace());
     let leaving_name = pod_name(leaving).to_string();
-    let out_of_rotation = wait_for(Duration::from_secs(30), || async {
+    let what = format!("{leaving_name} out of the Service's ready endpoints");
+    wait::until(&what, Duration::from_secs(30), || async {
         let list =
             ListParams::default().labels(&format!("kubernetes.io/service-name={POOL}-render"));
         let slices = slices.list(&list).await.ok()?.items;
@@ -426,7 +449,6 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
             .then_some(())
     })
     .await;
-    assert!(out_of_rotation.is_some(), "{leaving_name} stayed in the Service's endpoints");
     let service = product.service_url("render").await;
     let pdf = renderpool_testkit::corpus::read("pdf/trivial.pdf");
     let (in_a_row, most) = (6, 30);
@@ -445,6 +467,12 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         }
     }
     assert_eq!(streak, in_a_row, "{sent} requests, {to_leaving} still went to {leaving_name}");
+    // The streak's answers are counted by the pods that gave them: the counter read is real.
+    let mut elsewhere = 0.0;
+    for pod in product.pods("render").await.iter().filter(|p| pod_name(p) != leaving_name) {
+        elsewhere += info_jobs(pod).await.unwrap_or(0.0);
+    }
+    assert!(elsewhere >= f64::from(in_a_row), "{elsewhere} info jobs on the other pods");
     let mut last = deleted_at;
     for render in renders {
         let (code, pdf, finished) = render.await.unwrap();
@@ -453,11 +481,11 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         last = last.max(finished);
     }
     let finished_after = last.duration_since(deleted_at);
-    // The last outlived the 5 s preStop: it was in flight when SIGTERM came, and the drain let
-    // it end.
+    // Renders were still in flight when SIGTERM came, and the drain let them end.
+    let ended_before_drain = drain_began.await.unwrap();
     assert!(
-        finished_after > Duration::from_secs(5),
-        "too short to show a drain: {finished_after:?}"
+        ended_before_drain < in_flight as usize,
+        "all {in_flight} renders ended before the drain began: nothing showed the drain"
     );
     wait_gone(&pods, &leaving_name).await;
     eprintln!(
@@ -505,11 +533,10 @@ fn nothing_lost(what: &str, tally: &Tally) {
 /// Waits until pod `name` no longer exists, allowing its termination grace period (about 40 s
 /// for the example's render pods) and then some.
 async fn wait_gone(pods: &Api<Pod>, name: &str) {
-    let gone = wait_for(Duration::from_secs(90), || async {
+    wait::until(&format!("{name} gone"), Duration::from_secs(90), || async {
         pods.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
-    assert!(gone.is_some(), "{name} outlived its grace period");
 }
 
 /// Every render pod of the pool, terminating ones too.
@@ -530,12 +557,17 @@ async fn settled_at(product: &Product, replicas: i32) {
             && pool.status.as_ref().is_some_and(|s| s.ready_replicas == replicas)
     })
     .await;
-    let alone = wait_for(Duration::from_secs(90), || async {
+    let what = format!("{replicas} Ready render pods and no other");
+    wait::until(&what, Duration::from_secs(90), || async {
         let pods = all_render_pods(product).await;
-        (pods.len() == replicas as usize && pods.iter().all(is_ready)).then_some(())
+        let ready = pods.iter().filter(|p| is_ready(p)).count();
+        if pods.len() == replicas as usize && ready == pods.len() {
+            Ok(())
+        } else {
+            Err(format!("{} pods, {ready} Ready", pods.len()))
+        }
     })
     .await;
-    assert!(alone.is_some(), "the pool did not come to {replicas} Ready render pods");
 }
 
 /// Scales the pool through its /scale subresource, as `kubectl scale` does, and waits for it.
@@ -575,18 +607,23 @@ async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_se
     // The PDB (maxUnavailable 1) allows one disruption once its controller has seen both pods.
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), product.namespace());
     let pdb_name = format!("{POOL}-render");
-    let allowed = wait_for(Duration::from_secs(60), || async {
+    let what = format!("{pdb_name} allowing one disruption");
+    wait::until(&what, Duration::from_secs(60), || async {
         let status = pdbs.get(&pdb_name).await.ok()?.status?;
         (status.disruptions_allowed == Some(1) && status.current_healthy == Some(2)).then_some(())
     })
     .await;
-    assert!(allowed.is_some(), "{pdb_name} never allowed one disruption");
     let render = product.pods("render").await;
     assert_eq!(render.len(), 2);
     let (evicted, kept) = (pod_name(&render[0]).to_string(), pod_name(&render[1]).to_string());
 
     let load = steady_load(product).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Under load: every client has had an answer before the eviction.
+    wait::until("an answer to each load client", Duration::from_secs(30), || async {
+        let completed = load.tally().completed;
+        if completed >= LOAD_CLIENTS as u64 { Ok(()) } else { Err(completed) }
+    })
+    .await;
     // What `kubectl drain` does for each pod: a policy/v1 Eviction, which the API server checks
     // against the PDB. A client that retries a 429 would wait until the budget allows the
     // second one (once the replacement is Ready): this one reports the refusal.
@@ -644,7 +681,7 @@ async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
     let changed = drain_delay + 500;
     let patch = serde_json::json!({ "spec": { "drainDelayMs": changed } });
     pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let rolled = wait_for(Duration::from_secs(180), || async {
+    wait::until("the roll finished", Duration::from_secs(180), || async {
         let deployment = deployments.get(&deployment_name).await.ok()?;
         let env = container_env(&deployment);
         let status = deployment.status?;
@@ -656,7 +693,6 @@ async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
         done.then_some(())
     })
     .await;
-    assert!(rolled.is_some(), "the roll did not finish");
     settled_at(product, 1).await;
     let rolled_in = started.elapsed();
     scale_pool(product, 2).await;
@@ -695,14 +731,14 @@ fn restarts_and_ready_since(pod: &Pod) -> (i32, String) {
 /// Waits until the pod's /readyz is ok with every slot's worker alive and none of them `gone`.
 async fn slots_alive(pod: &Pod, gone: Option<u64>) -> Value {
     let url = format!("{}/readyz", pod_url(pod));
-    let ready = wait_for(Duration::from_secs(30), || async {
+    let what = format!("every slot of {} alive without worker {gone:?}", pod_name(pod));
+    wait::until(&what, Duration::from_secs(30), || async {
         let ready = get_json(&url).await;
-        let workers = ready["engine"]["workers"].as_array()?;
+        let workers = ready["engine"]["workers"].as_array().cloned().unwrap_or_default();
         let alive = workers.iter().all(|w| w["pid"].as_u64().is_some_and(|pid| Some(pid) != gone));
-        (ready["ready"] == true && alive).then_some(ready)
+        if ready["ready"] == true && alive { Ok(ready) } else { Err(ready) }
     })
-    .await;
-    ready.unwrap_or_else(|| panic!("{} did not get its slot back", pod_name(pod)))
+    .await
 }
 
 #[tokio::test]
@@ -719,13 +755,13 @@ async fn a_worker_killed_from_the_host_fails_only_its_job_and_the_pod_stays_read
     let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
     let job = tokio::spawn(post_owned(url.clone(), pdf.clone()));
     let ready_url = format!("{}/readyz", pod_url(&pod));
-    let busy = wait_for(Duration::from_secs(20), || async {
-        let ready = get_json(&ready_url).await;
-        let workers = ready["engine"]["workers"].as_array()?.clone();
-        workers.iter().find(|w| w["busy"] == true).and_then(|w| w["pid"].as_u64())
+    let what = format!("a busy worker on {}", pod_name(&pod));
+    let busy = wait::until(&what, Duration::from_secs(20), || async {
+        let workers = get_json(&ready_url).await["engine"]["workers"].clone();
+        let busy = workers.as_array().and_then(|w| w.iter().find(|w| w["busy"] == true).cloned());
+        busy.and_then(|w| w["pid"].as_u64()).ok_or(workers)
     })
     .await;
-    let busy = busy.unwrap_or_else(|| panic!("no worker of {} became busy", pod_name(&pod)));
     let host_pid = node.host_pid(&pod, busy as u32).unwrap();
     let supervisor = node.host_pid(&pod, 1).unwrap();
     let parent = std::fs::read_to_string(format!("/proc/{host_pid}/stat")).unwrap();
@@ -829,10 +865,10 @@ async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills
     let pods: Api<Pod> = Api::namespaced(client, product.namespace());
     let delete = DeletePod(product.namespace(), name);
     pods.create(&PostParams::default(), &small_render_pod(&template, name)).await.unwrap();
-    let pod =
-        wait_for(Duration::from_secs(120), || async { pods.get(name).await.ok().filter(is_ready) })
-            .await
-            .unwrap_or_else(|| panic!("{name} never became Ready"));
+    let pod = wait::until(&format!("{name} Ready"), Duration::from_secs(120), || async {
+        pods.get(name).await.ok().filter(is_ready)
+    })
+    .await;
     eprintln!("{name} start to Ready: {}s", start_to_ready_seconds(&pod));
     let limit = node.container_cgroup(&pod, "memory", "memory.limit_in_bytes").unwrap();
     assert_eq!(limit, (SMALL_MEMORY_MIB * MIB).to_string());

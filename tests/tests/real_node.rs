@@ -10,15 +10,15 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use renderpool_api::versions;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::real_node::{NODE_LABEL, NODE_LABEL_VALUE};
 use renderpool_tests::cluster::{Cluster, RealNode, run};
-use renderpool_tests::wait_for;
 use serde_json::{Value, json};
 
 #[path = "support/real_node_pods.rs"]
@@ -60,25 +60,27 @@ async fn create(pods: &Api<Pod>, pod: Value) -> Pod {
 }
 
 async fn wait_ready(pods: &Api<Pod>, name: &str) -> Pod {
-    let ready = wait_for(Duration::from_secs(90), || async {
+    let ready = wait::try_until(&format!("pod {name} Ready"), Duration::from_secs(90), || async {
         let pod = pods.get(name).await.ok()?;
         let conditions = pod.status.as_ref()?.conditions.as_ref()?;
         conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True").then_some(pod)
     })
     .await;
     match ready {
-        Some(pod) => pod,
-        None => panic!("pod {name} never became Ready: {:?}", pods.get(name).await.ok()),
+        Ok(pod) => pod,
+        Err(timed_out) => panic!("{timed_out}; the pod: {:?}", pods.get(name).await.ok()),
     }
 }
 
 async fn wait_finished(pods: &Api<Pod>, name: &str) -> String {
-    let phase = wait_for(Duration::from_secs(90), || async {
-        let phase = pods.get(name).await.ok()?.status?.phase?;
-        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+    wait::until(&format!("pod {name} finished"), Duration::from_secs(90), || async {
+        let phase = pods.get(name).await.ok().and_then(|p| p.status?.phase);
+        match phase {
+            Some(phase) if matches!(phase.as_str(), "Succeeded" | "Failed") => Ok(phase),
+            other => Err(other),
+        }
     })
-    .await;
-    phase.unwrap_or_else(|| panic!("pod {name} never finished"))
+    .await
 }
 
 fn logs(cluster: &Cluster, namespace: &str, pod: &str) -> String {
@@ -254,7 +256,8 @@ async fn deleting_a_pod_runs_pre_stop_then_sigterm_within_the_grace_period() {
     let mut pod = busybox_pod(
         node,
         "stopper",
-        "trap 'echo TERM >> /events/log; exit 0' TERM; echo START >> /events/log; \
+        "trap 'echo TERM $(busybox date +%s) >> /events/log; exit 0' TERM; \
+         echo START >> /events/log; \
          while true; do busybox sleep 0.2; done",
     );
     let container = &mut pod["spec"]["containers"][0];
@@ -273,33 +276,34 @@ async fn deleting_a_pod_runs_pre_stop_then_sigterm_within_the_grace_period() {
     pod["spec"]["restartPolicy"] = json!("Always");
     create(&pods, pod).await;
     let log = events.join("log");
-    let started = wait_for(Duration::from_secs(90), || async {
+    wait::until("the pod's START line", Duration::from_secs(90), || async {
         std::fs::read_to_string(&log).ok().filter(|text| text.contains("START")).map(drop)
     })
     .await;
-    assert!(started.is_some(), "the pod never started");
 
     let grace = 20;
-    let deleted_at = Instant::now();
     pods.delete(
         "stopper",
         &DeleteParams { grace_period_seconds: Some(grace), ..Default::default() },
     )
     .await
     .unwrap();
-    let gone = wait_for(Duration::from_secs(grace as u64 + 30), || async {
+    // The API server's deadline for the pod: past it, the kubelet sends SIGKILL.
+    let stopping = pods.get("stopper").await.unwrap();
+    let deadline = stopping.metadata.deletion_timestamp.expect("a deletion deadline").0;
+    wait::until("the stopper gone", Duration::from_secs(grace as u64 + 30), || async {
         pods.get_opt("stopper").await.unwrap().is_none().then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the pod outlived its grace period");
-    let took = deleted_at.elapsed();
     let lines: Vec<String> =
         std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
-    assert_eq!(lines, ["START", "PRESTOP-BEGIN", "PRESTOP-END", "TERM"], "hook, then SIGTERM");
-    // preStop's 2 s ran before SIGTERM, and the container ended on SIGTERM, not on the
-    // grace period's SIGKILL.
-    assert!(took >= Duration::from_secs(2), "{took:?}");
-    assert!(took < Duration::from_secs(grace as u64), "{took:?}");
+    let (term, at) = lines.last().and_then(|l| l.split_once(' ')).unwrap_or_default();
+    assert_eq!(lines[..3], ["START", "PRESTOP-BEGIN", "PRESTOP-END"], "the hook: {lines:?}");
+    assert_eq!((lines.len(), term), (4, "TERM"), "then SIGTERM: {lines:?}");
+    // SIGTERM came before the deadline (the container's clock is the host's): the container
+    // ended on it, not on the grace period's SIGKILL.
+    let at: i64 = at.parse().unwrap();
+    assert!(at < deadline.as_second(), "SIGTERM at {at}, the deadline {deadline}");
 }
 
 #[tokio::test]

@@ -11,9 +11,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::real_node::{self, kernel_settings, leftovers};
 use renderpool_tests::cluster::{Cluster, run, run_with_input};
-use renderpool_tests::{wait_for, workspace_bin};
+use renderpool_tests::workspace_bin;
 use tokio::sync::Mutex;
 
 #[path = "support/real_node_pods.rs"]
@@ -66,9 +67,12 @@ fn local_cluster_with_real_node() -> (Child, String) {
 
 /// Waits until a node's reaper has undone everything (after a kill it works on its own time).
 async fn wait_clean() -> Vec<String> {
-    let clean =
-        wait_for(Duration::from_secs(90), || async { leftovers().is_empty().then_some(()) });
-    clean.await;
+    // What is left after the bound is the caller's finding (it asserts on the list).
+    let clean = wait::try_until("the reaper's cleanup", Duration::from_secs(90), || async {
+        let left = leftovers();
+        if left.is_empty() { Ok(()) } else { Err(left) }
+    });
+    let _ = clean.await;
     leftovers()
 }
 
@@ -95,11 +99,10 @@ fn run_sleeper_via(out: &str) {
         command
     };
     // The default ServiceAccount appears a moment after the control plane.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while let Err(err) = run_with_input(kubectl().args(["apply", "-f", "-"]), pod.as_bytes()) {
-        assert!(std::time::Instant::now() < deadline, "{err}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait::until_blocking("the sleeper applied", Duration::from_secs(30), || {
+        run_with_input(kubectl().args(["apply", "-f", "-"]), pod.as_bytes())
+            .map_err(|err| err.to_string())
+    });
     run(kubectl().args(["wait", "--for=condition=Ready", "pod/sleeper", "--timeout=90s"])).unwrap();
 }
 
@@ -180,10 +183,10 @@ async fn child_panics_with_the_real_node_up() {
     let image = node.image("pause").unwrap();
     let pod = real_node_pods::busybox_pod(&node.node_selector(), &image, "sleeper", SLEEPER);
     pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
-    let running = wait_for(Duration::from_secs(90), || async {
-        let phase = pods.get("sleeper").await.ok()?.status?.phase?;
-        (phase == "Running").then_some(())
-    });
-    assert!(running.await.is_some(), "the sleeper never ran");
+    wait::until("the sleeper Running", Duration::from_secs(90), || async {
+        let phase = pods.get("sleeper").await.ok().and_then(|p| p.status?.phase);
+        if phase.as_deref() == Some("Running") { Ok(()) } else { Err(phase) }
+    })
+    .await;
     panic!("panicking on purpose with the real node up ({})", node.name());
 }

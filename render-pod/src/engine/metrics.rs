@@ -11,6 +11,21 @@ use crate::metrics::{
     CounterFamily, HistogramFamily, Labels, Register, Rejections, count, seconds_histogram,
 };
 
+/// Every reason a worker is replaced (`renderpod_worker_restarts_total{reason}`). Each is
+/// exported at 0 from the start, so a reader of one sees a series, never a gap that a renamed
+/// reason would also leave.
+pub const RESTART_REASONS: [&str; 9] = [
+    "crash",
+    "killed",
+    "memory_limit",
+    "deadline",
+    "client_deadline",
+    "cancelled",
+    "recycle_jobs",
+    "recycle_memory",
+    "spawn_failed",
+];
+
 /// What the engine counts; refusals go to the pod's shared [`Rejections`].
 pub struct EngineMetrics {
     /// Slots by state: `busy`, `idle` (alive, waiting) or `down` (worker starting or backing off).
@@ -32,13 +47,17 @@ pub struct EngineMetrics {
 impl EngineMetrics {
     /// Fresh metrics counting refusals into `rejections`.
     pub fn new(rejections: Rejections) -> Self {
+        let worker_restarts = CounterFamily::default();
+        for reason in RESTART_REASONS {
+            drop(worker_restarts.get_or_create(&vec![("reason", reason)]));
+        }
         Self {
             slots: Family::default(),
             queue_depth: Gauge::default(),
             queue_wait: seconds_histogram(),
             job_duration: Family::new_with_constructor(seconds_histogram),
             jobs: CounterFamily::default(),
-            worker_restarts: CounterFamily::default(),
+            worker_restarts,
             rejections,
         }
     }
@@ -50,6 +69,7 @@ impl EngineMetrics {
 
     /// Counts a replaced worker.
     pub fn restart(&self, reason: &'static str) {
+        debug_assert!(RESTART_REASONS.contains(&reason), "{reason} is not in RESTART_REASONS");
         count(&self.worker_restarts, "reason", reason);
     }
 
@@ -82,5 +102,26 @@ impl Register for EngineMetrics {
             "Worker processes replaced, by reason",
             self.worker_restarts.clone(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::metrics::Exposition;
+
+    #[test]
+    fn every_restart_reason_is_exported_at_zero_before_any_restart() {
+        let metrics = EngineMetrics::new(Rejections::default());
+        metrics.restart("killed");
+        let mut exposition = Exposition::new();
+        exposition.add(&metrics);
+        let text = exposition.encode().unwrap();
+        for reason in RESTART_REASONS {
+            let want = if reason == "killed" { 1 } else { 0 };
+            let line = format!("renderpod_worker_restarts_total{{reason=\"{reason}\"}} {want}");
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
     }
 }

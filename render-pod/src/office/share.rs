@@ -53,32 +53,44 @@ pub fn watch(
         let mut last_error: Option<ShareError> = None;
         loop {
             tokio::time::sleep(poll).await;
-            match read(&path) {
-                Ok(share) => {
-                    last_error = None;
-                    let current = admission.status().share;
-                    if share != current {
-                        tracing::info!(from = current, to = share, "Office share changed");
-                        admission.resize(share);
-                        metrics.share.set(i64::from(share));
-                    }
-                }
-                Err(e) => {
-                    if last_error.as_ref() != Some(&e) {
-                        let kept = admission.status().share;
-                        tracing::warn!(error = %e, share = kept, "keeping the last good Office share");
-                        last_error = Some(e);
-                    }
-                }
-            }
+            apply(read(&path), &admission, &metrics, &mut last_error);
         }
     })
+}
+
+/// What one read of the share file does: a new share resizes admission; a failed read keeps
+/// the last good share, and says why once per distinct reason (`last_error` remembers it).
+fn apply(
+    read: Result<u32, ShareError>,
+    admission: &Arc<Admission>,
+    metrics: &OfficeMetrics,
+    last_error: &mut Option<ShareError>,
+) {
+    match read {
+        Ok(share) => {
+            *last_error = None;
+            let current = admission.status().share;
+            if share != current {
+                tracing::info!(from = current, to = share, "Office share changed");
+                admission.resize(share);
+                metrics.share.set(i64::from(share));
+            }
+        }
+        Err(e) => {
+            if last_error.as_ref() != Some(&e) {
+                let kept = admission.status().share;
+                tracing::warn!(error = %e, share = kept, "keeping the last good Office share");
+                *last_error = Some(e);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use renderpool_testkit::wait;
 
     #[test]
     fn parses_whole_counts_only() {
@@ -97,29 +109,37 @@ mod tests {
         let admission = Admission::new(read(&path).unwrap(), 4);
         let metrics = Arc::new(OfficeMetrics::default());
         let task = watch(path.clone(), admission.clone(), metrics, Duration::from_millis(10));
-        let wait_for = |share: u32| {
+        let share_of = |want: u32| {
             let admission = admission.clone();
             async move {
-                for _ in 0..500 {
-                    if admission.status().share == share {
-                        return true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                false
+                let share = admission.status().share;
+                if share == want { Ok(()) } else { Err(share) }
             }
         };
         std::fs::write(&path, "3\n").unwrap();
-        assert!(wait_for(3).await);
+        wait::until("a share of 3", Duration::from_secs(5), || share_of(3)).await;
+        // Garbage and a missing file in between are `apply`'s to judge (below).
         std::fs::write(&path, "garbage").unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(admission.status().share, 3);
         std::fs::remove_file(&path).unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(admission.status().share, 3);
         std::fs::write(&path, "1").unwrap();
-        assert!(wait_for(1).await);
+        wait::until("a share of 1", Duration::from_secs(5), || share_of(1)).await;
         task.abort();
         assert!(matches!(read(&dir.path().join("none")), Err(ShareError::Unreadable { .. })));
+    }
+
+    #[test]
+    fn a_failed_read_keeps_the_last_good_share_and_a_good_one_resizes() {
+        let admission = Admission::new(3, 4);
+        let metrics = OfficeMetrics::default();
+        let mut last_error = None;
+        let garbage = ShareError::Invalid { path: "f".into(), content: "garbage".into() };
+        apply(Err(garbage.clone()), &admission, &metrics, &mut last_error);
+        assert_eq!((admission.status().share, last_error.as_ref()), (3, Some(&garbage)));
+        let missing = ShareError::Unreadable { path: "f".into(), reason: "gone".into() };
+        apply(Err(missing.clone()), &admission, &metrics, &mut last_error);
+        assert_eq!((admission.status().share, last_error.as_ref()), (3, Some(&missing)));
+        apply(Ok(1), &admission, &metrics, &mut last_error);
+        assert_eq!((admission.status().share, metrics.share.get()), (1, 1));
+        assert_eq!(last_error, None);
     }
 }

@@ -4,7 +4,9 @@ use std::fs::File;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use renderpool_testkit::wait;
 
 use super::addresses::SERVICE_RANGE;
 use super::pki::{self, FRONT_PROXY_CLIENT, Identities, Pki};
@@ -170,44 +172,53 @@ fn start_apiserver(
     etcd_url: &str,
     port: u16,
 ) -> Result<(), ClusterError> {
+    let audit = super::audit::apiserver_flags(state_dir)?;
+    let audit: Vec<&str> = audit.iter().map(String::as_str).collect();
     spawn(
         bin_dir,
         state_dir,
         "kube-apiserver",
         &[
-            &format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            &format!("--secure-port={port}"),
-            &format!("--tls-cert-file={}", path_arg(&pki.serving_cert)),
-            &format!("--tls-private-key-file={}", path_arg(&pki.serving_key)),
-            &format!("--client-ca-file={}", path_arg(&pki.ca.cert)),
-            &format!("--token-auth-file={}", path_arg(&pki.token_file)),
-            "--authorization-mode=Node,RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            &format!("--service-account-key-file={}", path_arg(&pki.service_account_pub)),
-            &format!("--service-account-signing-key-file={}", path_arg(&pki.service_account_key)),
-            &format!("--service-cluster-ip-range={SERVICE_RANGE}"),
-            "--allow-privileged=true",
-            // Logs, exec and port-forward reach the real node's kubelet on 127.0.0.1.
-            &format!("--kubelet-client-certificate={}", path_arg(&pki.kubelet_client_cert)),
-            &format!("--kubelet-client-key={}", path_arg(&pki.kubelet_client_key)),
-            &format!("--kubelet-certificate-authority={}", path_arg(&pki.ca.cert)),
-            "--kubelet-preferred-address-types=InternalIP,Hostname",
-            // The aggregation layer (custom.metrics.k8s.io from prometheus-adapter): requests
-            // reach an APIService's server with this client certificate and the caller in the
-            // X-Remote-* headers, dialled at its endpoint's address rather than its ClusterIP.
-            &format!("--requestheader-client-ca-file={}", path_arg(&pki.front_proxy_ca.cert)),
-            &format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-username-headers=X-Remote-User",
-            &format!("--proxy-client-cert-file={}", path_arg(&pki.front_proxy_client_cert)),
-            &format!("--proxy-client-key-file={}", path_arg(&pki.front_proxy_client_key)),
-            "--enable-aggregator-routing=true",
-            "--endpoint-reconciler-type=none",
-            "--profiling=false",
-        ],
+            &[
+                &format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                &format!("--secure-port={port}"),
+                &format!("--tls-cert-file={}", path_arg(&pki.serving_cert)),
+                &format!("--tls-private-key-file={}", path_arg(&pki.serving_key)),
+                &format!("--client-ca-file={}", path_arg(&pki.ca.cert)),
+                &format!("--token-auth-file={}", path_arg(&pki.token_file)),
+                "--authorization-mode=Node,RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                &format!("--service-account-key-file={}", path_arg(&pki.service_account_pub)),
+                &format!(
+                    "--service-account-signing-key-file={}",
+                    path_arg(&pki.service_account_key)
+                ),
+                &format!("--service-cluster-ip-range={SERVICE_RANGE}"),
+                "--allow-privileged=true",
+                // Logs, exec and port-forward reach the real node's kubelet on 127.0.0.1.
+                &format!("--kubelet-client-certificate={}", path_arg(&pki.kubelet_client_cert)),
+                &format!("--kubelet-client-key={}", path_arg(&pki.kubelet_client_key)),
+                &format!("--kubelet-certificate-authority={}", path_arg(&pki.ca.cert)),
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
+                // The aggregation layer (custom.metrics.k8s.io from prometheus-adapter): requests
+                // reach an APIService's server with this client certificate and the caller in the
+                // X-Remote-* headers, dialled at its endpoint's address rather than its ClusterIP.
+                &format!("--requestheader-client-ca-file={}", path_arg(&pki.front_proxy_ca.cert)),
+                &format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-username-headers=X-Remote-User",
+                &format!("--proxy-client-cert-file={}", path_arg(&pki.front_proxy_client_cert)),
+                &format!("--proxy-client-key-file={}", path_arg(&pki.front_proxy_client_key)),
+                "--enable-aggregator-routing=true",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ][..],
+            &audit,
+        ]
+        .concat(),
     )
     .map(drop)
 }
@@ -257,19 +268,16 @@ pub(super) fn log_path(state_dir: &Path, name: &str) -> PathBuf {
     state_dir.join(format!("{name}.log"))
 }
 
-/// Polls `ready` every 200 ms; after `timeout`, fails with the tail of `component`'s log.
+/// Waits until `ready`; after `timeout`, fails with the tail of `component`'s log.
 pub(super) fn wait_until(
     state_dir: &Path,
     component: &'static str,
     timeout: Duration,
-    mut ready: impl FnMut() -> bool,
+    ready: impl FnMut() -> bool,
 ) -> Result<(), ClusterError> {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    let what = format!("{component} ready");
+    if wait::try_until_blocking(&what, timeout, ready).is_ok() {
+        return Ok(());
     }
     let log = log_path(state_dir, component);
     let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -3,10 +3,13 @@
 //! `tests/cluster/build.sh`; on request also one real node ([`Cluster::real_node`]), the
 //! autoscaling metrics pipeline ([`Cluster::metrics`]) and Karpenter ([`Cluster::karpenter`]).
 //!
+//! The API server keeps an audit log of what ServiceAccounts write ([`Cluster::audited_writes`]).
+//!
 //! One cluster serves a whole test binary ([`Cluster::shared`]); each test takes its own
 //! namespace ([`Cluster::namespace`]). Everything stops when the test process exits.
 
 pub mod addresses;
+pub mod audit;
 mod components;
 pub mod karpenter;
 mod kubeconfig;
@@ -211,6 +214,13 @@ impl Cluster {
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_DATA_HOME", home.join("data"));
         command
+    }
+
+    /// The writes `user` made in `namespace` so far, from the API server's audit log (which
+    /// records every ServiceAccount's writes but the controller-manager's).
+    pub fn audited_writes(&self, user: &str, namespace: &str) -> Vec<audit::Write> {
+        let log = std::fs::read_to_string(audit::log_path(&self.state_dir)).unwrap_or_default();
+        audit::writes(&log, user, namespace)
     }
 
     /// Makes sure kwok fake nodes `prefix-0..count` exist with this capacity and are Ready.

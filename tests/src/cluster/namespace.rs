@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 use kube::api::PostParams;
+use renderpool_testkit::wait;
 
 use super::{Cluster, ClusterError};
 
@@ -36,13 +37,17 @@ impl TestNamespace {
 
         // Pods cannot be admitted before the service-account controller made `default`.
         let accounts: Api<ServiceAccount> = Api::namespaced(client, &guard.name);
-        for _ in 0..300 {
-            if accounts.get_opt("default").await?.is_some() {
-                return Ok(guard);
+        let what = format!("the default ServiceAccount in {}", guard.name);
+        wait::try_until(&what, Duration::from_secs(30), || async {
+            match accounts.get_opt("default").await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err("none yet".to_string()),
+                Err(err) => Err(err.to_string()),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Err(ClusterError::Setup(format!("no default ServiceAccount in {} after 30s", guard.name)))
+        })
+        .await
+        .map_err(|timed_out| ClusterError::Setup(timed_out.to_string()))?;
+        Ok(guard)
     }
 
     /// The namespace's name.

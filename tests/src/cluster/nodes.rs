@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::PostParams;
+use renderpool_testkit::wait;
 
 use super::ClusterError;
 
@@ -31,19 +32,18 @@ pub(super) async fn ensure(
             }
         }
     }
-    for _ in 0..300 {
-        let mut ready = 0;
+    let what = format!("kwok nodes {prefix}-* Ready");
+    wait::try_until(&what, Duration::from_secs(60), || async {
+        let mut not_ready = Vec::new();
         for name in &names {
-            if nodes.get_opt(name).await?.as_ref().is_some_and(is_ready) {
-                ready += 1;
+            if !nodes.get_opt(name).await.is_ok_and(|node| node.as_ref().is_some_and(is_ready)) {
+                not_ready.push(name.as_str());
             }
         }
-        if ready == names.len() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(ClusterError::Setup(format!("kwok nodes {prefix}-* did not become Ready in 60s")))
+        if not_ready.is_empty() { Ok(()) } else { Err(format!("not Ready: {not_ready:?}")) }
+    })
+    .await
+    .map_err(|timed_out| ClusterError::Setup(timed_out.to_string()))
 }
 
 fn node(name: &str, cpu: &str, memory: &str) -> Result<Node, ClusterError> {

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::{Cluster, run};
 use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE, RELEASE_NAMESPACE};
-use renderpool_tests::{repo_root, wait_for};
+use renderpool_tests::repo_root;
 
 fn chart() -> String {
     repo_root().join("charts/renderpool-operator").to_string_lossy().into_owned()
@@ -242,7 +243,7 @@ async fn example_renderpool_becomes_ready_under_the_charts_rbac() {
     let ns = cluster.namespace("example").await;
     let example = repo_root().join("examples/renderpool.yaml");
     run(cluster.kubectl().args(["apply", "-n", ns.name(), "-f"]).arg(&example)).unwrap();
-    let ready = wait_for(Duration::from_secs(120), || async {
+    let ready = wait::try_until("the example pool Ready", Duration::from_secs(120), || async {
         let out = run(cluster.kubectl().args([
             "get",
             "renderpool",
@@ -252,13 +253,11 @@ async fn example_renderpool_becomes_ready_under_the_charts_rbac() {
             "-o",
             "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.slotsPerPod} {.status.totalSlots}",
         ]))
-        .ok()?;
-        out.starts_with("True").then_some(out)
+        .map_err(|err| err.to_string())?;
+        if out.starts_with("True") { Ok(out) } else { Err(out) }
     })
     .await;
-    let Some(ready) = ready else {
-        panic!("example RenderPool never became Ready; operator log:\n{}", operator.log());
-    };
+    let ready = ready.unwrap_or_else(|t| panic!("{t}; operator log:\n{}", operator.log()));
     // 2.2 CPU / 2Gi at 512Mi per slot: cpu allows 2, memory (2048-128)/512 = 3 -> 2 slots x 3 pods.
     assert_eq!(ready, "True 2 6");
     assert!(

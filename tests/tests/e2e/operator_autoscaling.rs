@@ -13,9 +13,10 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use renderpool_operator::build::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::run;
 use renderpool_tests::operator::OperatorProcess;
-use renderpool_tests::{repo_root, wait_for};
+use renderpool_tests::repo_root;
 use serde_json::{Value, json};
 
 use super::operator_support::{
@@ -46,10 +47,14 @@ async fn wait_hpa(
     name: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let found = wait_for(WAIT, || async { hpa_spec(api, name).await.filter(|s| check(s)) }).await;
-    found.unwrap_or_else(|| {
-        panic!("HorizontalPodAutoscaler {name} never reached the expected state")
+    let what = format!("HorizontalPodAutoscaler {name} in the expected state");
+    wait::until(&what, WAIT, || async {
+        match hpa_spec(api, name).await {
+            Some(spec) if check(&spec) => Ok(spec),
+            other => Err(other),
+        }
     })
+    .await
 }
 
 /// A per-pod average target as the HPA holds it.
@@ -87,9 +92,10 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     let pool = wait_pool(&pools, "elastic", WAIT, is_settled).await;
 
     // The contract's shape, defaults filled in.
-    let hpa = wait_for(WAIT, || async { hpas.get_opt("elastic").await.ok().flatten() })
-        .await
-        .expect("the operator creates the autoscaler");
+    let hpa = wait::until("the autoscaler the operator creates", WAIT, || async {
+        hpas.get_opt("elastic").await.ok().flatten()
+    })
+    .await;
     let owner = &hpa.owner_references()[0];
     assert_eq!((owner.kind.as_str(), owner.controller), ("RenderPool", Some(true)));
     assert_eq!(Some(&owner.uid), pool.metadata.uid.as_ref());
@@ -108,19 +114,18 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     // Deleted: the watch brings it back, a new object.
     hpas.delete("elastic", &DeleteParams::default()).await.unwrap();
     let old_uid = hpa.metadata.uid.clone();
-    let back = wait_for(WAIT, || async {
+    wait::until("the deleted autoscaler recreated", WAIT, || async {
         hpas.get_opt("elastic").await.ok().flatten().filter(|h| h.metadata.uid != old_uid)
     })
     .await;
-    assert!(back.is_some(), "the deleted autoscaler was not recreated");
 
     // A new generation that changes nothing of the autoscaler writes none.
-    let writes = wait_for(WAIT, || async {
+    let what = "the create and the re-create in the operator's log";
+    let writes = wait::until(what, WAIT, || async {
         let n = autoscaler_writes(operator, ns.name());
-        (n >= 2).then_some(n)
+        if n >= 2 { Ok(n) } else { Err(n) }
     })
-    .await
-    .expect("the create and the re-create are in the operator's log");
+    .await;
     apply(Some(json!({"maxReplicas": 4})), 9);
     wait_pool(&pools, "elastic", WAIT, |p| is_settled(p) && p.metadata.generation == Some(2)).await;
     assert_eq!(autoscaler_writes(operator, ns.name()), writes, "no autoscaler write");
@@ -145,10 +150,10 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
 
     // Turned off: the autoscaler goes, the replicas stay where they were.
     apply(None, 9);
-    let gone =
-        wait_for(WAIT, || async { hpas.get_opt("elastic").await.ok()?.is_none().then_some(()) })
-            .await;
-    assert!(gone.is_some(), "the autoscaler outlived spec.autoscaling");
+    wait::until("the autoscaler gone with spec.autoscaling", WAIT, || async {
+        hpas.get_opt("elastic").await.ok()?.is_none().then_some(())
+    })
+    .await;
     let pool = wait_pool(&pools, "elastic", WAIT, is_settled).await;
     assert_eq!(pool.spec.replicas, 2);
 
@@ -265,9 +270,10 @@ async fn the_hpa_controller_scales_the_pool_through_scale_and_the_operator_follo
     // metrics, but the HPA controller enforces its bounds without them.
     apply(json!({"minReplicas": 3, "maxReplicas": 5}), 8);
     let pool = wait_pool(&pools, "driven", WAIT, |p| p.spec.replicas == 3).await;
-    let note = wait_for(WAIT, || async { rescales(&events, "driven").await.into_iter().next() })
-        .await
-        .expect("the HPA controller records its rescale");
+    let note = wait::until("the HPA controller's rescale event", WAIT, || async {
+        rescales(&events, "driven").await.into_iter().next()
+    })
+    .await;
     assert_eq!(note, "New size: 3; reason: Current number of replicas below Spec.MinReplicas");
     // Written through /scale by the controller-manager; the operator never writes the pool's
     // spec (only its status).
@@ -304,12 +310,11 @@ async fn the_hpa_controller_scales_the_pool_through_scale_and_the_operator_follo
     // A ceiling under the current count: the controller scales the pool down to it.
     apply(json!({"minReplicas": 1, "maxReplicas": 2}), 9);
     wait_pool(&pools, "driven", WAIT, |p| p.spec.replicas == 2).await;
-    let down = wait_for(WAIT, || async {
+    let down = wait::until("the HPA controller's scale-down event", WAIT, || async {
         let notes = rescales(&events, "driven").await;
-        notes.into_iter().find(|n| n.starts_with("New size: 2"))
+        notes.iter().find(|n| n.starts_with("New size: 2")).cloned().ok_or(notes)
     })
-    .await
-    .expect("the HPA controller records the scale-down");
+    .await;
     assert_eq!(down, "New size: 2; reason: Current number of replicas above Spec.MaxReplicas");
     let render =
         wait_deployment(&deployments, "driven-render", WAIT, |d| d.spec.replicas == Some(2)).await;

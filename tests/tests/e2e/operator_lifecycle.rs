@@ -12,8 +12,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::run;
-use renderpool_tests::wait_for;
 use serde_json::json;
 
 use super::operator_support::{
@@ -127,9 +127,10 @@ async fn spec_edit_rolls_and_deleted_children_come_back() {
     services.delete("edited-gotenberg", &DeleteParams::default()).await.unwrap();
     let old_uid = after.metadata.uid.clone();
     wait_deployment(&deployments, "edited-render", WAIT, |d| d.metadata.uid != old_uid).await;
-    wait_for(WAIT, || async { services.get_opt("edited-gotenberg").await.ok().flatten() })
-        .await
-        .expect("the Gotenberg Service comes back");
+    wait::until("the Gotenberg Service back", WAIT, || async {
+        services.get_opt("edited-gotenberg").await.ok().flatten()
+    })
+    .await;
     wait_pool(&pools, "edited", WAIT, |p| {
         is_settled(p) && p.status.as_ref().is_some_and(|s| s.ready_replicas == 2)
     })
@@ -141,13 +142,12 @@ async fn spec_edit_rolls_and_deleted_children_come_back() {
     spec["queueDepth"] = json!(9);
     spec["gotenberg"] = json!({"enabled": false});
     kubectl_apply(cluster, ns.name(), &pool_manifest("edited", spec)).unwrap();
-    wait_for(WAIT, || async {
+    wait::until("the Gotenberg Deployment and Service deleted", WAIT, || async {
         let gone = deployments.get_opt("edited-gotenberg").await.ok()?.is_none()
             && services.get_opt("edited-gotenberg").await.ok()?.is_none();
         gone.then_some(())
     })
-    .await
-    .expect("the Gotenberg Deployment and Service are deleted");
+    .await;
     let render = wait_deployment(&deployments, "edited-render", WAIT, |d| {
         !super::operator_support::container_env(d).contains_key("RENDERPOD_GOTENBERG_URL")
     })
@@ -203,7 +203,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     let ctr = &render.spec.template.spec.as_ref().unwrap().containers[0];
     assert_eq!(ctr.resources.as_ref().unwrap().limits.as_ref().unwrap()["memory"].0, "1Gi");
     let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
-    let warning = wait_for(WAIT, || async {
+    let warning = wait::until("a Warning event on the degraded pool", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items.into_iter().find(|e| {
             e.reason.as_deref() == Some("MemoryTooSmallForOneSlot")
@@ -211,8 +211,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
                 && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("tight")
         })
     })
-    .await
-    .expect("a Warning event explains the degraded pool");
+    .await;
     assert!(warning.note.unwrap_or_default().contains("708 MiB"));
 
     // Fixing the spec recovers.
@@ -246,16 +245,18 @@ async fn deleting_the_pool_lets_the_garbage_collector_remove_every_child() {
     assert_eq!(policies.list(&all).await.unwrap().items.len(), 1);
 
     pools.delete("doomed", &DeleteParams::default()).await.unwrap();
-    let gone = wait_for(WAIT, || async {
+    wait::until("every child removed by the garbage collector", WAIT, || async {
         let counts = (
-            deployments.list(&all).await.ok()?.items.len(),
-            services.list(&all).await.ok()?.items.len(),
-            pdbs.list(&all).await.ok()?.items.len(),
-            config_maps.list(&all).await.ok()?.items.len(),
-            policies.list(&all).await.ok()?.items.len(),
+            deployments.list(&all).await.map(|l| l.items.len()),
+            services.list(&all).await.map(|l| l.items.len()),
+            pdbs.list(&all).await.map(|l| l.items.len()),
+            config_maps.list(&all).await.map(|l| l.items.len()),
+            policies.list(&all).await.map(|l| l.items.len()),
         );
-        (counts == (0, 0, 0, 0, 0)).then_some(())
+        match counts {
+            (Ok(0), Ok(0), Ok(0), Ok(0), Ok(0)) => Ok(()),
+            left => Err(format!("{left:?}")),
+        }
     })
     .await;
-    assert!(gone.is_some(), "the garbage collector removed every child");
 }

@@ -11,8 +11,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::ListParams;
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::{Cluster, run};
-use renderpool_tests::wait_for;
 use serde_json::json;
 
 use super::operator_support::{
@@ -92,15 +92,13 @@ async fn scaling_moves_the_office_share_without_rolling_the_render_pods() {
                 && p.status.as_ref().and_then(|s| s.gotenberg_ready_replicas) == Some(gotenberg)
         })
         .await;
-        let found = wait_for(WAIT, || async {
-            share(&config_maps, "scaled").await.filter(|s| s == expected)
+        let what =
+            format!("a share of {expected}: {render} render pods over {gotenberg} Gotenberg");
+        wait::until(&what, WAIT, || async {
+            let seen = share(&config_maps, "scaled").await;
+            if seen.as_deref() == Some(expected) { Ok(()) } else { Err(seen) }
         })
         .await;
-        assert_eq!(
-            found.as_deref(),
-            Some(expected),
-            "{render} render pods over {gotenberg} Gotenberg"
-        );
         let status = pool.status.unwrap();
         assert_eq!(
             status.office_concurrency_per_pod.map(|n| n.to_string()).as_deref(),
@@ -167,19 +165,18 @@ async fn gotenberg_is_fenced_placed_and_flagged_for_its_flavour_and_goes_when_di
     let official = format!("gotenberg/gotenberg:{}", renderpool_api::versions::GOTENBERG);
     full["gotenberg"]["image"] = json!(official);
     kubectl_apply(cluster, ns.name(), &pool_manifest("fenced", full)).unwrap();
-    let flagged = wait_for(WAIT, || async {
+    wait::until("Chromium's routes off in the full flavour", WAIT, || async {
         let d = deployments.get("fenced-gotenberg").await.ok()?;
         let args = d.spec.template.spec?.containers[0].args.clone()?;
         args.contains(&"--chromium-disable-routes=true".to_string()).then_some(())
     })
     .await;
-    assert!(flagged.is_some(), "the full flavour must turn Chromium's routes off");
 
     // Turned off: the Gotenberg pool, its NetworkPolicy and the share are gone.
     let mut off = spec;
     off["gotenberg"] = json!({"enabled": false});
     kubectl_apply(cluster, ns.name(), &pool_manifest("fenced", off)).unwrap();
-    let gone = wait_for(WAIT, || async {
+    wait::until("the Gotenberg children and the share deleted", WAIT, || async {
         let none = deployments.get_opt("fenced-gotenberg").await.ok()?.is_none()
             && services.get_opt("fenced-gotenberg").await.ok()?.is_none()
             && policies.get_opt("fenced-gotenberg").await.ok()?.is_none()
@@ -187,7 +184,6 @@ async fn gotenberg_is_fenced_placed_and_flagged_for_its_flavour_and_goes_when_di
         none.then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the Gotenberg children and the share are deleted");
     let pool = wait_pool(&pools, "fenced", WAIT, is_settled).await;
     let render = deployments.get("fenced-render").await.unwrap();
     let env = container_env(&render);

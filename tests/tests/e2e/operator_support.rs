@@ -9,9 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use renderpool_operator::crd::RenderPool;
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::{self, Cluster};
 use renderpool_tests::operator::OperatorProcess;
-use renderpool_tests::wait_for;
 
 /// kwok nodes the operator tests schedule onto: 16 CPU, 64Gi each.
 pub const NODE_PREFIX: &str = "op-node";
@@ -53,16 +53,14 @@ pub async fn wait_pool(
     timeout: Duration,
     check: impl Fn(&RenderPool) -> bool,
 ) -> RenderPool {
-    let found =
-        wait_for(timeout, || async { api.get_opt(name).await.ok().flatten().filter(|p| check(p)) })
-            .await;
-    match found {
-        Some(pool) => pool,
-        None => {
-            let last = api.get_opt(name).await.map(|p| p.map(|p| p.status));
-            panic!("RenderPool {name} never reached the expected state; last status: {last:?}")
+    let what = format!("RenderPool {name} in the expected state");
+    wait::until(&what, timeout, || async {
+        match api.get_opt(name).await {
+            Ok(Some(pool)) if check(&pool) => Ok(pool),
+            other => Err(other.map(|p| p.map(|p| p.status))),
         }
-    }
+    })
+    .await
 }
 
 /// Condition `type_` of the pool: (status, reason, message).
@@ -94,9 +92,14 @@ pub async fn wait_deployment(
     timeout: Duration,
     check: impl Fn(&Deployment) -> bool,
 ) -> Deployment {
-    wait_for(timeout, || async { api.get_opt(name).await.ok().flatten().filter(|d| check(d)) })
-        .await
-        .unwrap_or_else(|| panic!("Deployment {name} never reached the expected state"))
+    let what = format!("Deployment {name} in the expected state");
+    wait::until(&what, timeout, || async {
+        match api.get_opt(name).await {
+            Ok(Some(deployment)) if check(&deployment) => Ok(deployment),
+            other => Err(other.map(|d| d.map(|d| (d.spec.replicas, d.status)))),
+        }
+    })
+    .await
 }
 
 /// Environment of the first container of a Deployment, as a map.
@@ -108,12 +111,4 @@ pub fn container_env(d: &Deployment) -> std::collections::BTreeMap<String, Strin
         .into_iter()
         .map(|e| (e.name, e.value.unwrap_or_default()))
         .collect()
-}
-
-/// Sum of every sample of `metric` (with any labels) in Prometheus text.
-pub fn metric_sum(text: &str, metric: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }

@@ -8,8 +8,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use renderpool_testkit::wait;
 use renderpool_tests::cluster::{Cluster, KWOK_NODE_LEASE_SECONDS, run};
-use renderpool_tests::wait_for;
 
 const SMOKE_CRD: &str = r#"{
   "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -86,39 +86,41 @@ async fn deployment_is_scheduled_on_kwok_nodes_and_garbage_collected() {
     deployments.create(&PostParams::default(), &deployment).await.unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
-    let running = wait_for(Duration::from_secs(90), || async {
+    let running = wait::until("two Running pods", Duration::from_secs(90), || async {
         let list = pods.list(&ListParams::default().labels("app=web")).await.unwrap();
         let running: Vec<Pod> = list
             .items
             .into_iter()
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .collect();
-        (running.len() == 2).then_some(running)
+        if running.len() == 2 { Ok(running) } else { Err(running.len()) }
     })
-    .await
-    .expect("two Running pods");
+    .await;
     let mut nodes: Vec<String> =
         running.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
     nodes.sort();
     assert_eq!(nodes, ["smoke-0", "smoke-1"], "600m pods on 1-CPU nodes must not share a node");
 
-    let ready = wait_for(Duration::from_secs(60), || async {
-        let d = deployments.get("web").await.unwrap();
-        (d.status.and_then(|s| s.ready_replicas) == Some(2)).then_some(())
+    wait::until("2 ready replicas of Deployment web", Duration::from_secs(60), || async {
+        let ready = deployments.get("web").await.unwrap().status.and_then(|s| s.ready_replicas);
+        if ready == Some(2) { Ok(()) } else { Err(ready) }
     })
     .await;
-    assert!(ready.is_some(), "deployment never reported 2 ready replicas");
 
     let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns.name());
     assert_eq!(replica_sets.list(&ListParams::default()).await.unwrap().items.len(), 1);
     deployments.delete("web", &DeleteParams::background()).await.unwrap();
-    let collected = wait_for(Duration::from_secs(90), || async {
+    let what = "the garbage collector's removal of the ReplicaSet and pods";
+    wait::until(what, Duration::from_secs(90), || async {
         let sets = replica_sets.list(&ListParams::default()).await.unwrap().items.len();
         let left = pods.list(&ListParams::default()).await.unwrap().items.len();
-        (sets == 0 && left == 0).then_some(())
+        if sets == 0 && left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{sets} ReplicaSets, {left} pods"))
+        }
     })
     .await;
-    assert!(collected.is_some(), "garbage collector left the ReplicaSet or pods behind");
 }
 
 /// kwok heartbeats its nodes the way a kubelet does, through a Lease it keeps renewing, so the
@@ -134,16 +136,14 @@ async fn kwok_renews_each_node_lease_well_inside_the_default_grace_period() {
         let spec = leases.get_opt("lease-0").await.unwrap()?.spec?;
         Some((spec.renew_time?, spec.lease_duration_seconds?))
     };
-    let (first, duration) = wait_for(Duration::from_secs(30), renew_time)
-        .await
-        .expect("kwok made no Lease for its node");
+    let (first, duration) =
+        wait::until("kwok's Lease for its node", Duration::from_secs(30), renew_time).await;
     assert_eq!(duration, KWOK_NODE_LEASE_SECONDS as i32);
     let interval = Duration::from_secs(u64::from(KWOK_NODE_LEASE_SECONDS) / 4);
-    let renewed = wait_for(interval * 3, || async {
+    wait::until("a renewal of the node's Lease", interval * 3, || async {
         renew_time().await.filter(|(time, _)| *time != first).map(|(time, _)| time)
     })
     .await;
-    assert!(renewed.is_some(), "the Lease was not renewed within {:?}", interval * 3);
     let node: Node = Api::all(client).get("lease-0").await.unwrap();
     let conditions = node.status.unwrap().conditions.unwrap();
     assert!(conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));

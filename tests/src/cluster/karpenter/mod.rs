@@ -98,6 +98,16 @@ impl Karpenter {
         &self.kubeconfig
     }
 
+    /// Its `/metrics` answer inside its namespace: the status line, headers and body.
+    pub fn metrics(&self) -> Result<String, ClusterError> {
+        use std::io::{Read, Write};
+        let mut stream = self.netns.connect(METRICS_PORT)?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    }
+
     /// Its log so far (JSON lines).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

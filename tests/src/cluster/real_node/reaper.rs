@@ -15,7 +15,9 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use renderpool_testkit::wait;
 
 use super::host::{self, HARD_CODED};
 use super::record::Record;
@@ -106,10 +108,9 @@ extern "C" fn release() {
     if let Some(mut stdin) = reaper.stdin.take() {
         let _ = stdin.write_all(NORMAL_EXIT);
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while matches!(reaper.try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _ = wait::try_until_blocking("the reaper's exit", Duration::from_secs(120), || {
+        !matches!(reaper.try_wait(), Ok(None))
+    });
 }
 
 /// The reaper process: `local-cluster --reap-real-node`. Returns its exit code.

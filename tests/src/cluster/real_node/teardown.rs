@@ -7,7 +7,9 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use renderpool_testkit::wait;
 
 use super::host::{self, HARD_CODED};
 use super::network::{BRIDGE, GUARD_TABLE, KUBE_PROXY_TABLES, SERVICE_SINK};
@@ -127,20 +129,15 @@ fn stop_daemon(daemon: &Daemon, problems: &mut Vec<String>) {
 /// Kills every container process (found by the pod cgroups) and every shim of the node's
 /// containerd: neither is a child of the test process, so neither dies with it.
 fn kill_containers(record: &Record, problems: &mut Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    let gone = wait::try_until_blocking("no container process", Duration::from_secs(15), || {
         let pids = pod_cgroup_pids();
-        if pids.is_empty() {
-            break;
-        }
-        if Instant::now() > deadline {
-            problems.push(format!("container processes {pids:?} survive SIGKILL"));
-            break;
-        }
-        for pid in pids {
+        for &pid in &pids {
             signal(pid, libc::SIGKILL);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        if pids.is_empty() { Ok(()) } else { Err(pids) }
+    });
+    if let Err(timed_out) = gone {
+        problems.push(format!("container processes survive SIGKILL: {timed_out}"));
     }
     for pid in shim_pids(&record.node_dir) {
         signal(pid, libc::SIGKILL);
@@ -204,8 +201,7 @@ fn unmount_under(dir: &Path, problems: &mut Vec<String>) {
 
 /// Removes the pod cgroups bottom-up; a cgroup empties a moment after its last process died.
 fn remove_pod_cgroups(problems: &mut Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let removed = wait::try_until_blocking("no pod cgroup", Duration::from_secs(10), || {
         let mut left = Vec::new();
         for root in host::pod_cgroups() {
             for dir in dirs_depth_first(&root) {
@@ -214,14 +210,10 @@ fn remove_pod_cgroups(problems: &mut Vec<String>) {
                 }
             }
         }
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() > deadline {
-            problems.push(format!("cannot remove cgroups {left:?}"));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+        if left.is_empty() { Ok(()) } else { Err(left) }
+    });
+    if let Err(timed_out) = removed {
+        problems.push(format!("cannot remove cgroups: {timed_out}"));
     }
 }
 
@@ -318,17 +310,12 @@ fn signal(pid: u32, signal: libc::c_int) {
 
 /// Waits until `pid` has exited (gone, or a zombie whose parent has not reaped it yet).
 fn wait_gone(pid: u32, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
+    let what = format!("process {pid} gone");
+    let gone = wait::try_until_blocking(&what, timeout, || {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // The state follows the parenthesised command name.
         let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-        if matches!(state, None | Some('Z') | Some('X')) {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        if matches!(state, None | Some('Z') | Some('X')) { Ok(()) } else { Err(state) }
+    });
+    gone.is_ok()
 }

@@ -11,9 +11,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use renderpool_testkit::{capability, corpus, skip};
+use renderpool_testkit::{capability, corpus, metrics, skip, wait};
 
 /// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
@@ -121,17 +121,20 @@ impl Server {
 
     /// Waits until every slot has a live worker; returns the `/readyz` body.
     pub async fn wait_ready(&self) -> serde_json::Value {
-        let start = Instant::now();
-        loop {
-            if let Ok(r) = self.client.get(self.url("/readyz")).send().await {
-                let body: serde_json::Value = r.json().await.unwrap();
-                if body["ready"] == true && body["engine"]["alive"] == body["engine"]["slots"] {
-                    return body;
-                }
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "server never became ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait::until("every slot with a live worker", Duration::from_secs(30), || async {
+            let body: serde_json::Value = self
+                .client
+                .get(self.url("/readyz"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = body["ready"] == true && body["engine"]["alive"] == body["engine"]["slots"];
+            if ready { Ok(body) } else { Err(body.to_string()) }
+        })
+        .await
     }
 
     /// Worker pids from `/readyz`, by slot (`None` while restarting).
@@ -170,24 +173,44 @@ impl Server {
         }
     }
 
-    /// A metric's value summed over label sets whose line contains every `needle`.
+    /// The `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
+        self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap()
+    }
+
+    /// A metric's value summed over label sets whose line contains every `needle`; a metric
+    /// with no such series fails the test, naming the series that are there.
     pub async fn metric(&self, name: &str, needles: &[&str]) -> f64 {
-        let text =
-            self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        renderpool_testkit::metrics::sum(&text, name, needles)
+        metrics::sum(&self.metrics_text().await, name, needles)
     }
 
     /// Waits until [`Server::metric`] reaches `at_least` (work after a reply, such as a
     /// recycle, lands a moment later); returns the value.
     pub async fn wait_metric(&self, name: &str, needles: &[&str], at_least: f64) -> f64 {
-        let start = Instant::now();
-        loop {
-            let value = self.metric(name, needles).await;
-            if value >= at_least || start.elapsed() > Duration::from_secs(10) {
-                return value;
+        self.wait_metric_until(name, needles, &format!("at least {at_least}"), |v| v >= at_least)
+            .await
+    }
+
+    /// Waits until [`Server::metric`] is `value`.
+    pub async fn wait_metric_at(&self, name: &str, needles: &[&str], value: f64) {
+        self.wait_metric_until(name, needles, &format!("at {value}"), |v| v == value).await;
+    }
+
+    async fn wait_metric_until(
+        &self,
+        name: &str,
+        needles: &[&str],
+        condition: &str,
+        holds: impl Fn(f64) -> bool,
+    ) -> f64 {
+        let what = format!("{name} {needles:?} {condition}");
+        wait::until(&what, Duration::from_secs(20), || async {
+            match metrics::value(&self.metrics_text().await, name, needles) {
+                Ok(v) if holds(v) => Ok(v),
+                seen => Err(seen.map_err(|absent| absent.to_string())),
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await
     }
 
     /// Sends a signal to the server process.
@@ -197,15 +220,9 @@ impl Server {
     }
 
     /// Waits for the server to exit.
-    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(start.elapsed() < timeout, "server did not exit within {timeout:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    pub fn wait_exit(&mut self, bound: Duration) -> std::process::ExitStatus {
+        let child = &mut self.child;
+        wait::until_blocking("the server's exit", bound, || child.try_wait().unwrap())
     }
 }
 
@@ -312,13 +329,12 @@ fn serve_in_group(path: &Path, flags: &[&str]) -> Server {
 
 /// Removes a cgroup once its processes are gone (a server's workers die a moment after it).
 fn remove_group(path: &Path) {
-    let start = Instant::now();
-    while std::fs::remove_dir(path).is_err() {
-        if start.elapsed() > Duration::from_secs(10) {
-            eprintln!("could not remove {}", path.display());
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let what = format!("removal of {}", path.display());
+    let removed = wait::try_until_blocking(&what, Duration::from_secs(10), || {
+        std::fs::remove_dir(path).map_err(|e| e.to_string())
+    });
+    if let Err(timed_out) = removed {
+        eprintln!("{timed_out}");
     }
 }
 

@@ -2,17 +2,9 @@
 //! real PDFium and corpus files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Mutex, MutexGuard};
-
+use crate::pdfium_turn;
 use clap::Parser;
 use render_pod::oneshot::{self, OneShot, OneShotError};
-
-/// PDFium is not thread-safe and the test harness runs tests on threads: one at a time.
-static PDFIUM: Mutex<()> = Mutex::new(());
-
-fn pdfium_turn() -> MutexGuard<'static, ()> {
-    PDFIUM.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// A corpus file's path as a command-line argument.
 fn corpus(name: &str) -> String {

@@ -5,6 +5,7 @@ use renderpool_testkit::corpus;
 
 #[test]
 fn page_counts_match_the_manifest() {
+    let _turn = crate::pdfium_turn();
     let manifest = corpus::manifest();
     let pdfium = render_pod::pdfium_lib::bind().unwrap();
     for name in ["pdf/R-intro.pdf", "pdf/multipage.pdf", "pdf/libtasn1.pdf"] {

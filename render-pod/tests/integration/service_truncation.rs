@@ -3,7 +3,7 @@
 //! range past the limit is still refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Server, error_code};
 use renderpool_testkit::bombs;

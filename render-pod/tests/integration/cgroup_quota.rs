@@ -2,7 +2,7 @@
 //! quota (including one above this machine's core count, which only the quota can explain).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::CpuGroup;
 

@@ -1,11 +1,12 @@
 //! Worker recycling (after N jobs, over the memory budget) and graceful drain on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Server, doc};
+use renderpool_testkit::wait;
 
 #[tokio::test]
 async fn workers_are_recycled_after_n_jobs() {
@@ -79,26 +80,33 @@ async fn sigterm_with_jobs_in_flight_finishes_them_then_exits_zero() {
             })
         })
         .collect();
-    let start = Instant::now();
-    while server.readyz().await["engine"]["busy"] != 2 {
-        assert!(start.elapsed() < Duration::from_secs(10), "slots never got busy");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait::until("both slots busy", Duration::from_secs(10), || async {
+        let engine = server.readyz().await["engine"].clone();
+        if engine["busy"] == 2 { Ok(()) } else { Err(engine) }
+    })
+    .await;
     server.signal(libc::SIGTERM);
-    // Readiness goes false at once, while the front still answers.
-    let start = Instant::now();
-    loop {
+    // Readiness goes false first: while the jobs in flight still run, and before the pod stops
+    // taking work (the drain delay, 2 s here).
+    let draining = wait::until("/readyz 503 after SIGTERM", Duration::from_secs(10), || async {
         let response = client.get(format!("{base}/readyz")).send().await.unwrap();
-        if response.status() == 503 {
-            let body: serde_json::Value = response.json().await.unwrap();
-            assert_eq!(body["draining"], true);
-            break;
+        match response.status().as_u16() {
+            503 => Ok(response.json::<serde_json::Value>().await.unwrap()),
+            other => Err(other),
         }
-        assert!(
-            start.elapsed() < Duration::from_millis(1500),
-            "readiness still true while draining"
-        );
-    }
+    })
+    .await;
+    assert_eq!(draining["draining"], true);
+    assert!(!in_flight.iter().any(|r| r.is_finished()), "readiness went false after the jobs");
+    let late = client
+        .post(format!("{base}/v1/info"))
+        .header("content-type", "application/pdf")
+        .body(doc("pdf/trivial.pdf"))
+        .send()
+        .await
+        .unwrap();
+    let status = late.status();
+    assert_eq!(status, 200, "refused before readiness went false: {:?}", late.text().await);
     for request in in_flight {
         let (status, len) = request.await.unwrap();
         assert_eq!(status, 200);
@@ -112,10 +120,12 @@ async fn sigterm_with_jobs_in_flight_finishes_them_then_exits_zero() {
     .unwrap();
     assert_eq!(exit.code(), Some(0), "exit status {exit:?}");
     // No worker outlives the service.
-    let start = Instant::now();
-    while workers.iter().any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists()) {
-        assert!(start.elapsed() < Duration::from_secs(5), "a worker outlived the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::until_blocking("every worker gone with the server", Duration::from_secs(5), || {
+        let alive: Vec<&u64> = workers
+            .iter()
+            .filter(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        if alive.is_empty() { Ok(()) } else { Err(alive) }
+    });
     drop(server);
 }

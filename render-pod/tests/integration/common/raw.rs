@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -169,6 +169,7 @@ pub fn ms(d: Duration) -> f64 {
 /// pause of `every` between probes, until stopped.
 pub struct Prober {
     stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
     thread: std::thread::JoinHandle<Vec<Duration>>,
 }
 
@@ -176,16 +177,23 @@ impl Prober {
     /// Starts probing `path` on `addr`.
     pub fn start(addr: &str, path: &'static str, every: Duration) -> Self {
         let (addr, stop) = (addr.to_string(), Arc::new(AtomicBool::new(false)));
-        let stopped = stop.clone();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (stopped, count) = (stop.clone(), answered.clone());
         let thread = std::thread::spawn(move || {
             let mut latencies = Vec::new();
             while !stopped.load(Ordering::Relaxed) {
                 latencies.push(probe(&addr, path));
+                count.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(every);
             }
             latencies
         });
-        Self { stop, thread }
+        Self { stop, answered, thread }
+    }
+
+    /// Probes answered 200 so far (a probe that got anything else fails the prober).
+    pub fn answered(&self) -> usize {
+        self.answered.load(Ordering::Relaxed)
     }
 
     /// Stops probing; the latencies, sorted.

@@ -2,7 +2,7 @@
 //! watermark, bad documents, limits, and the service staying up through all of it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Server, doc, error_code, manifest};
 

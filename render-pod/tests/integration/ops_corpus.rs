@@ -2,21 +2,13 @@
 //! the manifest; every bad file gives its typed error; the executor reuses the open document.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Mutex, MutexGuard};
-
+use crate::pdfium_turn;
 use render_pod::ops::{
     DocInfo, Document, Executor, ExtractOutput, ImageFormat, ImageOutput, Op, OpError, OpLimits,
     OpOutput, PageSelection, RenderSize,
 };
 use renderpool_testkit::corpus::{self, read};
 use serde_json::Value;
-
-/// PDFium is not thread-safe and the test harness runs tests on threads: one at a time.
-static PDFIUM: Mutex<()> = Mutex::new(());
-
-fn pdfium_turn() -> MutexGuard<'static, ()> {
-    PDFIUM.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The manifest's PDFs that PDFium opens, with their entries.
 fn good_pdfs() -> Vec<(String, Value)> {
