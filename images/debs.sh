@@ -26,7 +26,7 @@ debs_download() {
   if [ ${#missing[@]} -gt 0 ]; then
     echo "debs: the Debian mirror no longer serves these pinned versions:" >&2
     printf '  %s\n' "${missing[@]}" >&2
-    echo "debs: re-pin with images/lock-debs.sh (README: Images)" >&2
+    echo "debs: re-pin with images/lock-debs.sh (docs/images.md)" >&2
   fi
   return 1
 }

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: sets up what it needs (scripts/setup.sh --cluster), builds every
-# binary the end-to-end tests start, then runs every test in the workspace and prints one
-# closing tally: passed, failed and skipped, with each skip's capability and reason (see
+# The whole test suite: sets up what it needs and builds every binary the end-to-end tests
+# start (scripts/prepare.sh), then runs every test in the workspace and prints one closing
+# tally: passed, failed and skipped, with each skip's capability and reason (see
 # renderpool-testkit's skip()). Extra args go to cargo test; with -p, only those crates run.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-setup_env=$(scripts/setup.sh --cluster)
+cd "$(dirname "$0")/.."
+setup_env=$(scripts/prepare.sh)
 eval "$setup_env"
-cargo build --workspace --bins
 log=$(mktemp)
 skips=$(mktemp)
 trap 'rm -f "$log" "$skips"' EXIT

@@ -13,3 +13,5 @@ pub mod oneshot;
 pub mod ops;
 pub mod pdfium_lib;
 pub mod serve;
+#[cfg(test)]
+mod serve_flags_doc;

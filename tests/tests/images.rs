@@ -180,11 +180,11 @@ fn chart_crd_and_readme_name_the_built_images() {
         "the CRD's default render image is not {}",
         expected_name(RENDER_POD)
     );
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(repo_root().join("docs/images.md")).unwrap();
     for image in [RENDER_POD, OPERATOR, GOTENBERG, PAUSE] {
         assert!(
-            readme.contains(&expected_name(image)),
-            "README does not name {}",
+            page.contains(&expected_name(image)),
+            "docs/images.md does not name {}",
             expected_name(image)
         );
     }

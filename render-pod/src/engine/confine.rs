@@ -14,7 +14,7 @@
 //! document grows; it is enforced since Linux 4.7 unless the kernel was booted with
 //! `ignore_rlimit_data`. This PDFium build (pypdfium2 5.15.2, PDFium 8149) allocates through
 //! glibc malloc, not PartitionAlloc, so it reserves no large address space either way (figures
-//! in the README). Memory counted but never touched (a calloc'd bitmap not yet drawn on) makes
+//! in docs/limits.md). Memory counted but never touched (a calloc'd bitmap not yet drawn on) makes
 //! the limit stricter than resident memory, never looser, so the sum of the workers' ceilings
 //! (slots x memory per slot) plus the supervisor's overhead stays within the pod's limit.
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::engine::{JobError, Place, Task, Timing};
 use crate::office::{ConvertError, ConvertOptions, Detected, detect};
-use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput, RenderSize, size};
+use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput};
 
 use super::AppState;
 use super::budget::Reservation;
@@ -259,12 +259,7 @@ pub async fn extract(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (request, op) = before_body(request, |q| {
-        Ok(Op::Extract {
-            pages: params::pages(q, app.max_pages)?,
-            max_chars: params::max_chars(q)?,
-        })
-    })?;
+    let (request, op) = before_body(request, |q| params::extract(q, app.max_pages))?;
     let mut doc = admit_pdf(&app, request).await?;
     let etag = doc.etag(&app, "extract", &op);
     if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
@@ -281,13 +276,7 @@ pub async fn render(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (request, op) = before_body(request, |q| {
-        Ok(Op::Render {
-            page: params::page(q)?,
-            size: params::render_size(q, RenderSize::Dpi(size::DEFAULT_DPI))?,
-            format: params::format(q)?,
-        })
-    })?;
+    let (request, op) = before_body(request, params::render)?;
     let mut doc = admit_pdf(&app, request).await?;
     let etag = doc.etag(&app, "render", &op);
     if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
@@ -318,8 +307,7 @@ pub async fn watermark(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (request, op) =
-        before_body(request, |q| Ok(Op::Watermark { text: params::watermark_text(q)? }))?;
+    let (request, op) = before_body(request, params::watermark)?;
     let mut doc = admit_pdf(&app, request).await?;
     match doc.run(&app, op).await? {
         OpOutput::Pdf(pdf) => Ok(pdf_response(&app, Bytes::from(pdf))),
@@ -338,9 +326,7 @@ pub async fn convert(
     State(app): State<Arc<AppState>>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (request, options) = before_body(request, |q| {
-        Ok(ConvertOptions { pdfa: params::pdfa(q)?, pages: params::pages(q, app.max_pages)? })
-    })?;
+    let (request, options) = before_body(request, |q| params::convert(q, app.max_pages))?;
     let doc = admit(&app, request, Slots::NotNeeded).await?;
     let format = match detect(&doc.doc) {
         Detected::Office(format) => format,

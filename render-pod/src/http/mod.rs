@@ -1,6 +1,7 @@
 //! The HTTP front (axum over hyper's HTTP/1 connections): document routes that admit a request
 //! within the byte budget and the queue before reading its body, convert Office input and queue
-//! work for the slots, and health, readiness and metrics routes that never wait for a slot.
+//! work for the slots, and health, readiness, metrics and API description routes that never wait
+//! for a slot.
 
 pub mod body;
 pub mod budget;
@@ -10,6 +11,7 @@ pub mod etag;
 mod health;
 mod input;
 mod metrics;
+mod openapi;
 mod params;
 pub mod server;
 mod thumbnails;
@@ -18,9 +20,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::MethodRouter;
 use renderpool_sizing::SlotPlan;
 use serde::Serialize;
 
@@ -109,22 +112,70 @@ async fn close_after_error(mut response: Response) -> Response {
     response
 }
 
+/// Whether a route takes a document (and so the body limit) or is answered by the front from
+/// memory, never waiting for a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// A `/v1` route: a document in the body, work for a slot or for Gotenberg.
+    Document,
+    /// Health, readiness, metrics and the API's own description.
+    Front,
+}
+
+/// One route: what the router serves and what `openapi.json` must describe.
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path, as axum matches it.
+    pub path: &'static str,
+    /// Document or front route.
+    pub kind: RouteKind,
+    handler: MethodRouter<Arc<AppState>>,
+}
+
+impl Route {
+    /// A `GET` answered by the front.
+    fn front<H: Handler<T, Arc<AppState>>, T: 'static>(path: &'static str, handler: H) -> Self {
+        let handler = axum::routing::get(handler);
+        Self { method: "GET", path, kind: RouteKind::Front, handler }
+    }
+
+    /// A `POST` of a document.
+    fn document<H: Handler<T, Arc<AppState>>, T: 'static>(path: &'static str, handler: H) -> Self {
+        let handler = axum::routing::post(handler);
+        Self { method: "POST", path, kind: RouteKind::Document, handler }
+    }
+}
+
+/// Every route, in one list: the router is built from it and the OpenAPI document is checked
+/// against it.
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::front("/healthz", health::healthz),
+        Route::front("/readyz", health::readyz),
+        Route::front("/metrics", health::metrics),
+        Route::front("/openapi.json", openapi::document),
+        Route::document("/v1/info", documents::info),
+        Route::document("/v1/extract", documents::extract),
+        Route::document("/v1/render", documents::render),
+        Route::document("/v1/thumbnails", thumbnails::thumbnails),
+        Route::document("/v1/watermark", documents::watermark),
+        Route::document("/v1/convert", documents::convert),
+    ]
+}
+
 /// All routes.
 pub fn router(state: Arc<AppState>) -> Router {
     let body_limit = usize::try_from(state.max_body_bytes).unwrap_or(usize::MAX);
-    let documents = Router::new()
-        .route("/v1/info", post(documents::info))
-        .route("/v1/extract", post(documents::extract))
-        .route("/v1/render", post(documents::render))
-        .route("/v1/thumbnails", post(thumbnails::thumbnails))
-        .route("/v1/watermark", post(documents::watermark))
-        .route("/v1/convert", post(documents::convert))
+    let (mut documents, mut front) = (Router::new(), Router::new());
+    for route in routes() {
+        match route.kind {
+            RouteKind::Document => documents = documents.route(route.path, route.handler),
+            RouteKind::Front => front = front.route(route.path, route.handler),
+        }
+    }
+    let documents = documents
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(close_after_error));
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .merge(documents)
-        .with_state(state)
+    front.merge(documents).with_state(state)
 }

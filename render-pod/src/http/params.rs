@@ -1,14 +1,80 @@
-//! Query parameters of the document routes, parsed and bounded before any work.
+//! Query parameters of the document routes, parsed and bounded before any work: one parser per
+//! route, so what a route reads is what its parser reads (the OpenAPI test lists it).
 
 use std::collections::BTreeMap;
 
-use crate::office::PdfA;
-use crate::ops::{ImageFormat, OpError, PageSelection, RenderSize, size};
+use serde::Deserialize;
+
+use crate::office::{ConvertOptions, PdfA};
+use crate::ops::{ImageFormat, Op, OpError, PageSelection, RenderSize, size};
 
 use super::error::ApiError;
 
-/// Query parameters by name.
-pub type Query = BTreeMap<String, String>;
+/// Query parameters by name. In unit tests it also records the names asked for, which is how
+/// the OpenAPI test learns each route's parameters from its parser.
+#[derive(Debug, Default, Deserialize)]
+#[serde(transparent)]
+pub struct Query {
+    values: BTreeMap<String, String>,
+    #[cfg(test)]
+    #[serde(skip)]
+    asked: std::cell::RefCell<std::collections::BTreeSet<&'static str>>,
+}
+
+impl Query {
+    fn get(&self, name: &'static str) -> Option<&String> {
+        #[cfg(test)]
+        self.asked.borrow_mut().insert(name);
+        self.values.get(name)
+    }
+
+    /// The names asked for so far.
+    #[cfg(test)]
+    pub fn asked(&self) -> std::collections::BTreeSet<&'static str> {
+        self.asked.borrow().clone()
+    }
+}
+
+#[cfg(test)]
+impl<const N: usize> From<[(&str, &str); N]> for Query {
+    fn from(pairs: [(&str, &str); N]) -> Self {
+        let values = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self { values, asked: Default::default() }
+    }
+}
+
+/// `POST /v1/extract?pages=&max_chars=`.
+pub fn extract(query: &Query, max_pages: u32) -> Result<Op, ApiError> {
+    Ok(Op::Extract { pages: pages(query, max_pages)?, max_chars: max_chars(query)? })
+}
+
+/// `POST /v1/render?page=&dpi=|width=&format=`.
+pub fn render(query: &Query) -> Result<Op, ApiError> {
+    Ok(Op::Render {
+        page: page(query)?,
+        size: render_size(query, RenderSize::Dpi(size::DEFAULT_DPI))?,
+        format: format(query)?,
+    })
+}
+
+/// `POST /v1/thumbnails?pages=&width=|dpi=&format=`: the selection, each page's size, the format.
+pub fn thumbnails(
+    query: &Query,
+    max_pages: u32,
+    caps: ThumbnailLimits,
+) -> Result<(Option<PageSelection>, RenderSize, ImageFormat), ApiError> {
+    Ok((pages(query, max_pages)?, thumbnail_size(query, caps)?, format(query)?))
+}
+
+/// `POST /v1/watermark?text=`.
+pub fn watermark(query: &Query) -> Result<Op, ApiError> {
+    Ok(Op::Watermark { text: watermark_text(query)? })
+}
+
+/// `POST /v1/convert?pdfa=&pages=`.
+pub fn convert(query: &Query, max_pages: u32) -> Result<ConvertOptions, ApiError> {
+    Ok(ConvertOptions { pdfa: pdfa(query)?, pages: pages(query, max_pages)? })
+}
 
 /// Default filmstrip thumbnail width.
 pub const DEFAULT_THUMBNAIL_WIDTH: u32 = 160;
@@ -26,7 +92,7 @@ pub struct ThumbnailLimits {
 /// Longest accepted watermark text, in characters.
 pub const MAX_WATERMARK_CHARS: usize = 200;
 
-fn number<T: std::str::FromStr>(query: &Query, name: &str) -> Result<Option<T>, ApiError> {
+fn number<T: std::str::FromStr>(query: &Query, name: &'static str) -> Result<Option<T>, ApiError> {
     query
         .get(name)
         .map(|v| {
@@ -38,7 +104,7 @@ fn number<T: std::str::FromStr>(query: &Query, name: &str) -> Result<Option<T>, 
 }
 
 /// `dpi=` or `width=` (not both), else `default`; range-checked.
-pub fn render_size(query: &Query, default: RenderSize) -> Result<RenderSize, ApiError> {
+fn render_size(query: &Query, default: RenderSize) -> Result<RenderSize, ApiError> {
     let size = match (number::<f32>(query, "dpi")?, number::<u32>(query, "width")?) {
         (Some(_), Some(_)) => return Err(ApiError::invalid("give dpi or width, not both")),
         (Some(dpi), None) => RenderSize::Dpi(dpi),
@@ -50,7 +116,7 @@ pub fn render_size(query: &Query, default: RenderSize) -> Result<RenderSize, Api
 }
 
 /// `dpi=` or `width=` for a filmstrip page, default [`DEFAULT_THUMBNAIL_WIDTH`], within `caps`.
-pub fn thumbnail_size(query: &Query, caps: ThumbnailLimits) -> Result<RenderSize, ApiError> {
+fn thumbnail_size(query: &Query, caps: ThumbnailLimits) -> Result<RenderSize, ApiError> {
     let size = render_size(query, RenderSize::Width(DEFAULT_THUMBNAIL_WIDTH))?;
     match size {
         RenderSize::Width(width) if width > caps.max_width => Err(ApiError::invalid(format!(
@@ -80,7 +146,7 @@ pub fn check_output_pixels(pixels: u64, max: u64) -> Result<(), ApiError> {
 }
 
 /// `format=` (png, jpeg, webp), default png.
-pub fn format(query: &Query) -> Result<ImageFormat, ApiError> {
+fn format(query: &Query) -> Result<ImageFormat, ApiError> {
     match query.get("format") {
         None => Ok(ImageFormat::Png),
         Some(f) => {
@@ -90,7 +156,7 @@ pub fn format(query: &Query) -> Result<ImageFormat, ApiError> {
 }
 
 /// `page=` for `/v1/render`, default 1.
-pub fn page(query: &Query) -> Result<u32, ApiError> {
+fn page(query: &Query) -> Result<u32, ApiError> {
     match number::<u32>(query, "page")? {
         None => Ok(1),
         Some(0) => Err(ApiError::invalid("pages are numbered from 1")),
@@ -99,7 +165,7 @@ pub fn page(query: &Query) -> Result<u32, ApiError> {
 }
 
 /// `pages=` as a selection, refused when it names more than `max_pages`.
-pub fn pages(query: &Query, max_pages: u32) -> Result<Option<PageSelection>, ApiError> {
+fn pages(query: &Query, max_pages: u32) -> Result<Option<PageSelection>, ApiError> {
     let Some(value) = query.get("pages") else {
         return Ok(None);
     };
@@ -117,7 +183,7 @@ pub fn check_page_count(requested: u64, max_pages: u32) -> Result<(), ApiError> 
 }
 
 /// `pdfa=` for `/v1/convert` (1b, 2b or 3b).
-pub fn pdfa(query: &Query) -> Result<Option<PdfA>, ApiError> {
+fn pdfa(query: &Query) -> Result<Option<PdfA>, ApiError> {
     query
         .get("pdfa")
         .map(|v| v.parse::<PdfA>().map_err(|e| ApiError::invalid(e.to_string())))
@@ -125,12 +191,12 @@ pub fn pdfa(query: &Query) -> Result<Option<PdfA>, ApiError> {
 }
 
 /// `max_chars=` for `/v1/extract`.
-pub fn max_chars(query: &Query) -> Result<Option<usize>, ApiError> {
+fn max_chars(query: &Query) -> Result<Option<usize>, ApiError> {
     number::<usize>(query, "max_chars")
 }
 
 /// `text=` for `/v1/watermark`: required, non-blank, bounded.
-pub fn watermark_text(query: &Query) -> Result<String, ApiError> {
+fn watermark_text(query: &Query) -> Result<String, ApiError> {
     let text = query.get("text").map(|t| t.trim()).unwrap_or("");
     if text.is_empty() {
         return Err(ApiError::invalid("text= is required: the watermark to stamp on every page"));
@@ -148,8 +214,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn q(pairs: &[(&str, &str)]) -> Query {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    fn q<const N: usize>(pairs: &[(&str, &str); N]) -> Query {
+        Query::from(*pairs)
     }
 
     #[test]

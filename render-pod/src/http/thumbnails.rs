@@ -85,9 +85,8 @@ pub async fn thumbnails(
 ) -> Result<Response, ApiError> {
     let streaming = input::wants_ndjson(request.headers());
     let caps = app.thumbnails;
-    let (request, (selection, size, format)) = before_body(request, |q| {
-        Ok((params::pages(q, app.max_pages)?, params::thumbnail_size(q, caps)?, params::format(q)?))
-    })?;
+    let (request, (selection, size, format)) =
+        before_body(request, |q| params::thumbnails(q, app.max_pages, caps))?;
     let mut doc = admit_pdf(&app, request).await?;
     // The streaming form may end in an error line after a 200, so it carries no ETag.
     let etag =

@@ -238,6 +238,11 @@ async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
         let secs: u64 = retry_after.expect("Retry-After").parse().unwrap();
         assert!((1..=30).contains(&secs));
     }
+    // The API's description is answered from memory too, whole, while every slot is taken.
+    let api = server.client.get(server.url("/openapi.json")).send().await.unwrap();
+    assert_eq!(api.status(), 200);
+    assert_eq!(api.headers()["content-type"], "application/json");
+    assert!(api.text().await.unwrap() == include_str!("../../openapi.json"), "/openapi.json");
     // Immediate means without waiting for room: every rejection came back while the jobs that
     // fill the pod were all still pending.
     assert!(held.iter().all(|job| !job.is_finished()), "a rejection waited for a slot");

@@ -230,7 +230,7 @@ async fn bad_autoscaling_specs_are_refused_with_the_crds_message() {
     assert!(err.contains("may not exceed 600 s"), "{err}");
     assert!(pools.get_opt("refused").await.unwrap().is_none(), "nothing refused was stored");
 
-    // The example the README points to is accepted as written.
+    // The example docs/autoscaling.md points to is accepted as written.
     let example = repo_root().join("examples/renderpool-autoscaling.yaml");
     let out = run(cluster
         .kubectl()
