@@ -16,7 +16,8 @@ for arg in "$@"; do
   case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
 done
 status=0
-cargo test "${scope[@]}" "$@" 2>&1 | tee "$log" || status=$?
+# Every test binary runs even after one fails, so one run shows every failure.
+cargo test --no-fail-fast "${scope[@]}" "$@" 2>&1 | tee "$log" || status=$?
 # cargo ends on the last crate's doc-test line; the tally covers every test binary. A skipped
 # test passed as far as cargo knows: it is counted as skipped instead.
 awk -F '\t' -v skips="$skips" '
