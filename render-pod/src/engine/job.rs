@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use super::work_class::WorkClass;
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
 /// What a worker is asked to do.
@@ -105,11 +106,11 @@ pub enum JobError {
         ceiling_bytes >> 20
     )]
     MemoryLimitExceeded { ceiling_bytes: u64 },
-    /// The document crashed a worker recently.
+    /// The document crashed a worker recently, at this class of work or one that implies it.
     #[error(
-        "this document crashed or exhausted a worker and is refused for another {remaining_secs} s"
+        "this document crashed or exhausted a worker and is refused for {work} for another {remaining_secs} s"
     )]
-    Quarantined { remaining_secs: u64 },
+    Quarantined { remaining_secs: u64, work: WorkClass },
 }
 
 impl JobError {
@@ -146,7 +147,7 @@ impl JobError {
             JobError::QueueFull { retry_after_secs, .. }
             | JobError::WouldMissDeadline { retry_after_secs, .. } => Some(*retry_after_secs),
             JobError::Draining => Some(1),
-            JobError::Quarantined { remaining_secs } => Some(*remaining_secs),
+            JobError::Quarantined { remaining_secs, .. } => Some(*remaining_secs),
             _ => None,
         }
     }

@@ -15,6 +15,7 @@ mod procfs;
 mod protocol;
 mod slot;
 mod verdict;
+mod work_class;
 pub mod worker;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use job::{JobError, Task, Timing};
 pub use metrics::EngineMetrics;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
+pub use work_class::WorkClass;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -168,12 +170,12 @@ impl Engine {
         usize::try_from(self.shared.config.slots).unwrap_or(1).max(1)
     }
 
-    /// Refuses a document that recently crashed a worker.
-    pub fn check_quarantine(&self, hash: &DocHash) -> Result<(), JobError> {
-        match self.shared.poison.remaining(hash, Instant::now()) {
+    /// Refuses `work` on a document that recently crashed a worker at it (or at work it implies).
+    pub fn check_quarantine(&self, hash: &DocHash, work: WorkClass) -> Result<(), JobError> {
+        match self.shared.poison.remaining(hash, work, Instant::now()) {
             Some(left) => {
                 self.shared.metrics.reject("quarantined");
-                Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1 })
+                Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1, work })
             }
             None => Ok(()),
         }
@@ -196,7 +198,7 @@ impl Engine {
         task: Task,
         timing: Timing,
     ) -> Result<OpOutput, JobError> {
-        self.check_quarantine(&task.hash)?;
+        self.check_quarantine(&task.hash, WorkClass::of(&task.op))?;
         // The place is counted among the queued; it is not ahead of itself.
         self.check_start(&timing, 1)?;
         let (reply, rx) = oneshot::channel();
@@ -401,7 +403,8 @@ mod tests {
     #[tokio::test]
     async fn quarantined_documents_are_refused_before_queueing() {
         let engine = stalled_engine(4, Duration::from_secs(5));
-        engine.shared.poison.convict(DocHash::of(b"crasher"), Instant::now());
+        let work = WorkClass::of(&task(b"crasher").op);
+        engine.shared.poison.convict(DocHash::of(b"crasher"), work, Instant::now());
         let timing = engine.timing(Instant::now(), None);
         let place = engine.reserve(&timing).unwrap();
         let err = engine.run(place, task(b"crasher"), timing).await.unwrap_err();

@@ -15,6 +15,7 @@ use super::policy::{self, CrashLoop, HEALTHY_LIFETIME};
 use super::process::{Reply, WorkerProcess};
 use super::protocol::{self, JobHeader, ProtocolError};
 use super::verdict::{self, Blame, Ending};
+use super::work_class::WorkClass;
 use super::{Shared, SlotStatus, procfs};
 
 /// Why a worker's service ended.
@@ -147,10 +148,12 @@ async fn run_job(
             .send(Err(JobError::DeadlineExceeded { deadline: timing.allowed(), queued: true }));
         return None;
     }
-    if let Some(left) = shared.poison.remaining(&task.hash, now) {
+    let work = WorkClass::of(&task.op);
+    if let Some(left) = shared.poison.remaining(&task.hash, work, now) {
         // It crashed a worker while this job waited behind it.
         metrics.reject("quarantined");
-        let _ = reply.send(Err(JobError::Quarantined { remaining_secs: left.as_secs() + 1 }));
+        let remaining_secs = left.as_secs() + 1;
+        let _ = reply.send(Err(JobError::Quarantined { remaining_secs, work }));
         return None;
     }
     metrics.queue_wait.observe((now - timing.arrived).as_secs_f64());
@@ -206,10 +209,10 @@ async fn run_job(
             let verdict = verdict::judge(&ending, shared.config.worker.confinement.memory_ceiling);
             let quarantined = match verdict.blame {
                 Blame::Guilty => {
-                    shared.poison.convict(task.hash, Instant::now());
+                    shared.poison.convict(task.hash, work, Instant::now());
                     true
                 }
-                Blame::Strike => shared.poison.strike(task.hash, Instant::now()),
+                Blame::Strike => shared.poison.strike(task.hash, work, Instant::now()),
             };
             tracing::warn!(
                 pid = worker.pid(),

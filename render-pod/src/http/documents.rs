@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::engine::{JobError, Place, Task, Timing};
+use crate::engine::{JobError, Place, Task, Timing, WorkClass};
 use crate::office::{ConvertError, ConvertOptions, Detected, detect};
 use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput};
 
@@ -119,8 +119,8 @@ enum Slots {
 
 /// Takes a queue place (for work that needs a slot) and reads and hashes the document within
 /// the byte budget, unless the pod is draining, the queue is full, the wait for a slot would
-/// outlast the request's deadline or the document is quarantined. Every refusal before the
-/// body is read answers at once, without reading it.
+/// outlast the request's deadline or the document is quarantined for all work. Every refusal
+/// before the body is read answers at once, without reading it.
 async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
@@ -168,7 +168,9 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
             .await
             .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?
     };
-    app.engine.check_quarantine(&hash)?;
+    // Here only a document refused all work; one convicted by some work (a huge render) is
+    // refused that work when its job is queued, and served the rest.
+    app.engine.check_quarantine(&hash, WorkClass::Open)?;
     Ok(Admitted {
         doc,
         hash,

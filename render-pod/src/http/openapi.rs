@@ -25,7 +25,7 @@ mod tests {
     use serde_json::Value;
 
     use super::DOCUMENT;
-    use crate::engine::JobError;
+    use crate::engine::{JobError, WorkClass};
     use crate::http::input::{NDJSON, PASSWORD_HEADER, REQUEST_TIMEOUT_HEADER};
     use crate::http::params::{self, Query, ThumbnailLimits};
     use crate::http::{RouteKind, routes};
@@ -351,7 +351,7 @@ mod tests {
             JobError::DeadlineExceeded { deadline: Duration::ZERO, queued: true },
             JobError::WorkerCrashed { detail: String::new() },
             JobError::MemoryLimitExceeded { ceiling_bytes: 1 },
-            JobError::Quarantined { remaining_secs: 1 },
+            JobError::Quarantined { remaining_secs: 1, work: WorkClass::Open },
         ];
         let refusals = [
             Refusal::Epub,

@@ -192,6 +192,38 @@ async fn job_past_its_deadline_kills_and_replaces_its_worker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conviction_by_an_expensive_render_refuses_that_work_only() {
+    // A deadline long enough for a 150 dpi page of the same document however loaded the host.
+    let server = std::sync::Arc::new(Server::start(&flags(
+        &["--slots", "2", "--job-deadline-ms", "6000"],
+        &ALLOW_SLOW_RENDER,
+    )));
+    server.wait_ready().await;
+    let (slow, victim) = slow_job(&server).await;
+    // Stopped, the 1200 dpi render has the whole deadline to itself: the document is convicted
+    // for renders of that cost.
+    kill(victim, libc::SIGSTOP);
+    let (status, code) = error_code(slow.await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (504, "deadline_exceeded"));
+    replaced(&server, victim).await;
+    let jobs_before = server.metric("renderpod_jobs_total", &[]).await;
+    for expensive in [SLOW_RENDER, "/v1/render?page=1&dpi=1000", "/v1/render?page=1&width=10000"] {
+        let refused = server.post(expensive, doc("pdf/gnuplot.pdf")).await;
+        assert!(refused.headers().contains_key("retry-after"), "{expensive}");
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "document_quarantined", "{expensive}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("renders above 600 dpi"), "{message}");
+    }
+    assert_eq!(server.metric("renderpod_jobs_total", &[]).await, jobs_before, "no job ran");
+    // Cheaper work on the same document is served.
+    for cheaper in ["/v1/info", "/v1/render?page=1&dpi=150", "/v1/extract?pages=1"] {
+        let answer = server.post(cheaper, doc("pdf/gnuplot.pdf")).await;
+        assert_eq!(answer.status(), 200, "{cheaper}: {}", answer.text().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flood_beyond_the_queue_gets_immediate_rejections_with_retry_after() {
     let server = std::sync::Arc::new(Server::start(&flags(
         &["--slots", "1", "--queue-depth", "2", "--job-deadline-ms", "4000"],
