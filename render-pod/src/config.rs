@@ -10,7 +10,7 @@ use renderpool_sizing::{parse_memory_bytes, supervisor_share};
 
 use crate::http::ThumbnailLimits;
 use crate::http::body::BodyLimits;
-use crate::http::budget::derived_budget;
+use crate::http::budget::{ADMIT_SHARE, admit_bytes, derived_budget};
 use crate::http::server::ConnectionLimits;
 use crate::office::OfficeConfig;
 use crate::ops::OpLimits;
@@ -58,10 +58,18 @@ pub struct ServeArgs {
           default_value_t = pod::MAX_BODY.bytes())]
     pub max_body_bytes: u64,
     /// Bytes request bodies may hold in the supervisor at once, e.g. 32Mi; a body is reserved
-    /// before it is read, and past the budget answered 503 with Retry-After. Default:
+    /// before it is read (up to --upload-admit-share of the budget, the rest as it arrives),
+    /// and past the budget answered 503 with Retry-After. Default:
     /// --supervisor-overhead less 32Mi (the supervisor at rest) less --office-cache-bytes.
     #[arg(long, env = env::UPLOAD_BUDGET, value_parser = parse_memory_bytes)]
     pub upload_budget: Option<u64>,
+    /// Most of the upload budget one body reserves when admitted, as a fraction above 0 and at
+    /// most 1: a body declared larger holds this much at once and the rest as its bytes arrive
+    /// (503 upload_budget_exhausted mid-body if by then the budget has no room), so one slow
+    /// large upload cannot hold the whole budget while other uploads wait.
+    #[arg(long, env = env::UPLOAD_ADMIT_SHARE, default_value_t = ADMIT_SHARE,
+          value_parser = parse_share)]
+    pub upload_admit_share: f64,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for
     /// one (so an idle keep-alive connection is closed after it too).
     #[arg(long, env = env::HEADER_READ_TIMEOUT_MS, default_value_t = 10_000,
@@ -199,6 +207,7 @@ impl ServeArgs {
     pub fn body_limits(&self, upload_budget: u64) -> BodyLimits {
         BodyLimits {
             max_bytes: self.max_body_bytes.min(upload_budget),
+            admit_bytes: admit_bytes(upload_budget, self.upload_admit_share),
             min_rate: self.front_limits.then_some(self.body_min_rate).filter(|r| *r > 0),
             idle: self.front_limits.then(|| Duration::from_millis(self.body_idle_timeout_ms)),
         }
@@ -261,6 +270,16 @@ impl ServeArgs {
                 needed >> 20
             )
         })
+    }
+}
+
+/// A fraction above 0 and at most 1.
+fn parse_share(value: &str) -> Result<f64, String> {
+    let share: f64 = value.trim().parse().map_err(|e| format!("{value:?}: {e}"))?;
+    if share > 0.0 && share <= 1.0 {
+        Ok(share)
+    } else {
+        Err(format!("{value:?} is not a fraction above 0 and at most 1"))
     }
 }
 
@@ -359,6 +378,18 @@ mod tests {
             Err(UploadBudgetError::NothingLeft { .. })
         ));
         assert_eq!(serve(&["--upload-budget", "0"]).upload_budget(), Err(UploadBudgetError::Zero));
+    }
+
+    #[test]
+    fn one_body_is_admitted_with_a_share_of_the_budget() {
+        let mib = 1u64 << 20;
+        assert_eq!(serve(&[]).body_limits(100 * mib).admit_bytes, 25 * mib);
+        let half = serve(&["--upload-admit-share", "0.5"]);
+        assert_eq!(half.body_limits(32 * mib).admit_bytes, 16 * mib);
+        for bad in ["0", "-0.1", "1.5", "NaN", "half"] {
+            let parsed = Cli::try_parse_from(["serve", "--upload-admit-share", bad]);
+            assert!(parsed.is_err(), "{bad:?} was accepted");
+        }
     }
 
     #[test]

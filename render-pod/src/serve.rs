@@ -102,6 +102,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     tracing::info!(
         upload_budget = upload_budget,
         max_body_bytes = uploads.limits.max_bytes,
+        admit_bytes = uploads.limits.admit_bytes,
         body_min_rate = ?uploads.limits.min_rate,
         header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
         "front limits"

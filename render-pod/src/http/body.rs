@@ -1,6 +1,7 @@
 //! Reading a document from a request body within the front's limits: its bytes reserved in the
-//! byte budget before they are read (all of a declared length at once, a chunked upload as it
-//! comes in), no more than the largest accepted body, no slower than a floor rate, no stall
+//! byte budget before they are read (a declared length at once up to one body's share of the
+//! budget, the rest of a larger or chunked upload as it comes in), no more than the largest
+//! accepted body, no slower than a floor rate, no stall
 //! longer than the idle timeout, nothing after the request's deadline; a multipart form parsed
 //! as it streams in, so only the `file` field is ever held.
 
@@ -25,6 +26,9 @@ pub const RATE_GRACE: Duration = Duration::from_secs(2);
 pub struct BodyLimits {
     /// Largest accepted body in bytes.
     pub max_bytes: u64,
+    /// Most of the budget a declared body reserves when admitted (see
+    /// [`super::budget::admit_bytes`]); what it declares past that is reserved as it arrives.
+    pub admit_bytes: u64,
     /// Bytes per second the body must average after [`RATE_GRACE`]; `None` for no floor.
     pub min_rate: Option<u64>,
     /// Longest time without a byte; `None` for no limit.
@@ -75,7 +79,7 @@ pub async fn read_document(
             return Err(input::refuse(request, input::unsupported(&mime)));
         }
     };
-    let Some(reservation) = budget.budget.reserve(declared.unwrap_or(0)) else {
+    let Some(reservation) = budget.budget.reserve(upfront(declared, limits.admit_bytes)) else {
         return Err(input::refuse(request, over_budget(&budget)));
     };
     let reservation = Arc::new(reservation);
@@ -85,7 +89,6 @@ pub async fn read_document(
         limits,
         budget,
         reservation: reservation.clone(),
-        declared,
         received: 0,
         started: Instant::now(),
         last: Instant::now(),
@@ -104,6 +107,8 @@ pub async fn read_document(
             }
         }
     } else {
+        // Room for all it declared: the pages a slow body has not reached yet are not touched,
+        // so what it holds in memory is what has arrived, as the budget counts it.
         let capacity = usize::try_from(declared.unwrap_or(0)).unwrap_or(0);
         let mut bytes = Vec::with_capacity(capacity);
         while let Some(chunk) = incoming.next().await? {
@@ -112,6 +117,17 @@ pub async fn read_document(
         Bytes::from(bytes)
     };
     Ok(Upload { bytes, reservation })
+}
+
+/// What a body reserves when admitted: what it declares, at most `admit_bytes` (a chunked body
+/// declares nothing, and reserves all it sends as it comes in).
+fn upfront(declared: Option<u64>, admit_bytes: u64) -> u64 {
+    declared.unwrap_or(0).min(admit_bytes)
+}
+
+/// Bytes a body must add to its reservation once `received` have arrived against `held`.
+fn shortfall(received: u64, held: u64) -> u64 {
+    received.saturating_sub(held)
 }
 
 fn over_budget(budget: &Budget) -> ApiError {
@@ -137,7 +153,6 @@ struct Incoming {
     limits: BodyLimits,
     budget: Budget,
     reservation: Arc<Reservation>,
-    declared: Option<u64>,
     received: u64,
     started: Instant,
     last: Instant,
@@ -169,8 +184,10 @@ impl Incoming {
         if self.received > self.limits.max_bytes {
             return Err(self.refuse(ApiError::too_large(self.limits.max_bytes)));
         }
-        // A declared length was reserved whole (and hyper holds the body to it).
-        if self.declared.is_none() && !self.reservation.grow(len) {
+        // Past what admission reserved (and hyper holds a declared body to its length), each
+        // chunk reserves its own bytes: a slow large body holds its share plus what it sent.
+        let more = shortfall(self.received, self.reservation.bytes());
+        if more > 0 && !self.reservation.grow(more) {
             let error = over_budget(&self.budget);
             return Err(self.refuse(error));
         }
@@ -256,4 +273,21 @@ async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
         return field.bytes().await.map_err(field_error);
     }
     Err(ApiError::invalid("multipart body has no field named \"file\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_body_reserves_up_to_its_share_and_the_rest_as_it_arrives() {
+        assert_eq!(upfront(Some(3), 10), 3, "a body within the share reserves all of it");
+        assert_eq!(upfront(Some(100), 25), 25, "a larger one only the share");
+        assert_eq!(upfront(None, 25), 0, "a chunked one nothing yet");
+        // Within the share nothing more is taken; past it, exactly what arrived past it.
+        assert_eq!(shortfall(3, 3), 0);
+        assert_eq!(shortfall(20, 25), 0);
+        assert_eq!(shortfall(26, 25), 1);
+        assert_eq!(shortfall(64 << 10, 0), 64 << 10);
+    }
 }

@@ -20,6 +20,7 @@ mod service_crash;
 mod service_front;
 mod service_lifecycle;
 mod service_truncation;
+mod service_upload_fairness;
 
 /// PDFium is not thread-safe and the test harness runs tests on threads: the tests that load it
 /// into this process take turns (a server's workers are processes of their own).

@@ -223,18 +223,19 @@ async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() 
     let server = Server::start(&["--upload-budget", "4Mi"]);
     server.wait_ready().await;
     let addr = raw::addr(&server.base);
-    // An admitted upload holds 3 MiB of the 4 (invited, then silent).
+    // An admitted upload holds 1 MiB of the 4 (invited, then silent): all it declared, a
+    // quarter of the budget.
     let mut holder = TcpStream::connect(&addr).await.unwrap();
     holder
         .write_all(
-            b"POST /v1/info HTTP/1.1\r\nHost: test\r\nContent-Length: 3145728\r\nExpect: 100-continue\r\n\r\n",
+            b"POST /v1/info HTTP/1.1\r\nHost: test\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n",
         )
         .await
         .unwrap();
     let mut buffer = Vec::new();
     assert_eq!(raw::read_head(&mut holder, &mut buffer).await.unwrap().status, 100);
-    assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, (3 * MIB) as f64);
-    // A chunked upload of 2 MiB: its reservation grows with each chunk until the budget is out.
+    assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, MIB as f64);
+    // A chunked upload of 4 MiB: its reservation grows with each chunk until the budget is out.
     let stream = TcpStream::connect(&addr).await.unwrap();
     let (mut read, mut write) = stream.into_split();
     write
@@ -243,7 +244,7 @@ async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() 
         .unwrap();
     let writer = tokio::spawn(async move {
         let piece = vec![b'%'; 64 << 10];
-        for _ in 0..32 {
+        for _ in 0..64 {
             let frame = format!("{:x}\r\n", piece.len());
             if write.write_all(frame.as_bytes()).await.is_err()
                 || write.write_all(&piece).await.is_err()
@@ -272,7 +273,7 @@ async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() 
     assert!(retry_after.is_some(), "no Retry-After");
     assert!(body.contains("upload_budget_exhausted"), "{body}");
     // The chunked upload's share is back; the holder keeps its own.
-    assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, (3 * MIB) as f64);
+    assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, MIB as f64);
     drop(holder);
 }
 

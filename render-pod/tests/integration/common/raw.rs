@@ -204,3 +204,30 @@ impl Prober {
         latencies
     }
 }
+
+/// Sends `body` to `path` with its `Content-Length` at `rate` bytes per second (in pieces every
+/// 20 ms, paced on the clock so the average holds), then reads the answer.
+pub async fn paced(addr: &str, path: &str, body: &[u8], rate: u64) -> (Answer, Duration) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/pdf\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let start = Instant::now();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut sent = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    while sent < body.len() {
+        tick.tick().await;
+        let due = (start.elapsed().as_secs_f64() * rate as f64) as usize;
+        let end = due.clamp(sent, body.len());
+        stream.write_all(&body[sent..end]).await.unwrap();
+        sent = end;
+    }
+    let mut buffer = Vec::new();
+    let mut answer = read_head(&mut stream, &mut buffer).await.expect("no answer");
+    let took = start.elapsed();
+    read_body(&mut stream, &mut buffer, &mut answer).await;
+    (answer, took)
+}
