@@ -14,32 +14,15 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{Server, doc, raw};
-use renderpool_testkit::bombs;
+use common::{FLOOR_RATE, LARGEST_BODY, ONE_LARGEST_BODY, Server, doc, pdf_of_len, raw};
 
-const KIB: u64 = 1 << 10;
-const LARGEST: usize = 16 << 20;
-/// 15% above the floor of 768 KiB/s.
-const SLOW_RATE: u64 = 768 * KIB * 115 / 100;
+/// 15% above the floor.
+const SLOW_RATE: u64 = FLOOR_RATE * 115 / 100;
 
 fn flags(share: &'static str) -> Vec<&'static str> {
-    vec![
-        "--slots",
-        "1",
-        "--upload-budget",
-        "16Mi",
-        "--max-body-bytes",
-        "16Mi",
-        "--body-min-rate",
-        "768Ki",
-        "--job-deadline-ms",
-        "60000",
-        "--upload-admit-share",
-        share,
-    ]
+    ONE_LARGEST_BODY.iter().copied().chain(["--upload-admit-share", share]).collect()
 }
 
 /// Admitted and refused ordinary uploads, and the slow body's status (`None` without one).
@@ -52,41 +35,20 @@ struct Round {
 /// Two ordinary clients upload until the slow body is in (or for as long as it would take).
 async fn round(server: &Server, largest: Option<Arc<Vec<u8>>>, ordinary: Arc<Vec<u8>>) -> Round {
     let addr = raw::addr(&server.base);
-    let sending = Arc::new(AtomicBool::new(true));
-    let (admitted, refused) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            let (addr, ordinary, sending) = (addr.clone(), ordinary.clone(), sending.clone());
-            let (admitted, refused) = (admitted.clone(), refused.clone());
-            tokio::spawn(async move {
-                while sending.load(Ordering::Relaxed) {
-                    let upload =
-                        raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
-                    if !sending.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let counter = if upload.invited { &admitted } else { &refused };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-        })
-        .collect();
+    let uploaders = raw::Uploaders::start(&addr, "/v1/info", ordinary, 2);
     let slow_status = match largest {
         Some(body) => Some(raw::paced(&addr, "/v1/info", &body, SLOW_RATE).await.0.status),
         None => {
-            let takes = LARGEST as f64 / SLOW_RATE as f64;
+            let takes = LARGEST_BODY as f64 / SLOW_RATE as f64;
             tokio::time::sleep(Duration::from_secs_f64(takes)).await;
             None
         }
     };
-    sending.store(false, Ordering::Relaxed);
-    for client in clients {
-        client.await.unwrap();
-    }
+    let uploads = uploaders.stop().await;
+    let admitted = uploads.iter().filter(|u| u.invited).count();
     Round {
-        admitted: admitted.load(Ordering::Relaxed),
-        refused: refused.load(Ordering::Relaxed),
+        admitted: u32::try_from(admitted).unwrap(),
+        refused: u32::try_from(uploads.len() - admitted).unwrap(),
         slow_status,
     }
 }
@@ -133,14 +95,13 @@ fn main() {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let overhead = bombs::padded_page(LARGEST - 4096).len() - (LARGEST - 4096);
-        let largest = Arc::new(bombs::padded_page(LARGEST - overhead));
+        let largest = Arc::new(pdf_of_len(LARGEST_BODY));
         let ordinary = Arc::new(doc("pdf/masks.pdf"));
         println!();
         println!(
             "== slow sender: a {} MiB body at {} KiB/s beside two ordinary clients, {rounds} rounds each",
             largest.len() >> 20,
-            SLOW_RATE / KIB
+            SLOW_RATE >> 10
         );
         let shared = Server::start(&flags("0.25"));
         let whole = Server::start(&flags("1"));

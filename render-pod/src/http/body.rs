@@ -21,6 +21,10 @@ use super::input::{self, BodyKind};
 /// client's own start).
 pub const RATE_GRACE: Duration = Duration::from_secs(2);
 
+/// Longest wait for room in the budget for a chunk past a body's admitted share: ordinary
+/// uploads give their bytes back within milliseconds, a held budget is not worth waiting for.
+pub const ROOM_WAIT: Duration = Duration::from_secs(1);
+
 /// How a body must arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyLimits {
@@ -187,12 +191,26 @@ impl Incoming {
         // Past what admission reserved (and hyper holds a declared body to its length), each
         // chunk reserves its own bytes: a slow large body holds its share plus what it sent.
         let more = shortfall(self.received, self.reservation.bytes());
-        if more > 0 && !self.reservation.grow(more) {
+        if more > 0 && !self.grow(more).await {
             let error = over_budget(&self.budget);
             return Err(self.refuse(error));
         }
         self.last = Instant::now();
         Ok(Some(chunk))
+    }
+
+    /// Reserves `more` bytes for a chunk that arrived, waiting up to [`ROOM_WAIT`] for room
+    /// (the sender is held back by TCP meanwhile); the wait is the front's doing, so it does
+    /// not count against the client's rate.
+    async fn grow(&mut self, more: u64) -> bool {
+        if self.reservation.grow(more) {
+            return true;
+        }
+        let waited_from = Instant::now();
+        let until = self.deadline.min(waited_from + ROOM_WAIT);
+        let grown = self.reservation.grow_by(more, until).await;
+        self.started += waited_from.elapsed();
+        grown
     }
 
     /// When waiting for the next chunk stops, and what the client is told then: the earliest of

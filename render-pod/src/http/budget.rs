@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::Notify;
 
 use renderpool_sizing::SUPERVISOR_AT_REST;
 
@@ -38,12 +40,14 @@ pub struct ByteBudget {
     used: AtomicU64,
     /// `renderpod_upload_reserved_bytes`.
     gauge: Gauge,
+    /// Woken whenever bytes are given back.
+    freed: Notify,
 }
 
 impl ByteBudget {
     /// A budget of `total` bytes whose reserved amount `gauge` shows.
     pub fn new(total: u64, gauge: Gauge) -> Arc<Self> {
-        Arc::new(Self { total, used: AtomicU64::new(0), gauge })
+        Arc::new(Self { total, used: AtomicU64::new(0), gauge, freed: Notify::new() })
     }
 
     /// Bytes in all.
@@ -74,6 +78,7 @@ impl ByteBudget {
     fn give_back(&self, bytes: u64) {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
         self.gauge.dec_by(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.freed.notify_waiters();
     }
 }
 
@@ -93,6 +98,27 @@ impl Reservation {
         }
         self.bytes.fetch_add(more, Ordering::AcqRel);
         true
+    }
+
+    /// Reserves `more` bytes on top, waiting until `until` for other reservations to give back
+    /// room (an ordinary upload holds its bytes for milliseconds); false when none came by then,
+    /// or at once when this reservation could not grow so far even alone.
+    pub async fn grow_by(&self, more: u64, until: Instant) -> bool {
+        if self.bytes().saturating_add(more) > self.budget.total {
+            return false;
+        }
+        loop {
+            let freed = self.budget.freed.notified();
+            tokio::pin!(freed);
+            // Registered before trying, so bytes given back in between still wake it.
+            freed.as_mut().enable();
+            if self.grow(more) {
+                return true;
+            }
+            if tokio::time::timeout_at(until.into(), freed).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Bytes held.
@@ -148,6 +174,31 @@ mod tests {
         // A request larger than the whole budget never fits, even alone.
         assert!(budget.reserve(101).is_none());
         assert!(budget.reserve(u64::MAX).is_none());
+    }
+
+    #[tokio::test]
+    async fn growing_waits_for_room_given_back_and_gives_up_in_time() {
+        let budget = ByteBudget::new(100, Gauge::default());
+        let growing = budget.reserve(40).unwrap();
+        let other = budget.reserve(60).unwrap();
+        let soon = || Instant::now() + std::time::Duration::from_secs(5);
+        // Past what the budget could ever give it: refused at once, without waiting.
+        let at_once = Instant::now();
+        assert!(!growing.grow_by(61, soon()).await);
+        assert!(at_once.elapsed() < std::time::Duration::from_secs(1));
+        // No room until the other gives its bytes back.
+        let waiting =
+            tokio::spawn(async move { growing.grow_by(50, soon()).await.then_some(growing) });
+        tokio::task::yield_now().await;
+        drop(other);
+        let grown = waiting.await.unwrap().expect("the room given back was taken");
+        assert_eq!((grown.bytes(), budget.used()), (90, 90));
+        // No room comes: false at the bound, nothing more held.
+        let late = Instant::now() + std::time::Duration::from_millis(50);
+        let blocker = budget.reserve(10).unwrap();
+        assert!(!grown.grow_by(5, late).await);
+        assert_eq!(budget.used(), 100);
+        drop(blocker);
     }
 
     #[test]

@@ -220,7 +220,10 @@ async fn slow_bodies_and_unfinished_heads_are_cut_off_and_free_what_they_held() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() {
-    let server = Server::start(&["--upload-budget", "4Mi"]);
+    // No floor and a long idle limit: the silent holder below keeps its bytes for the test.
+    let flags =
+        ["--upload-budget", "4Mi", "--body-min-rate", "0", "--body-idle-timeout-ms", "60000"];
+    let server = Server::start(&flags);
     server.wait_ready().await;
     let addr = raw::addr(&server.base);
     // An admitted upload holds 1 MiB of the 4 (invited, then silent): all it declared, a
@@ -235,7 +238,8 @@ async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() 
     let mut buffer = Vec::new();
     assert_eq!(raw::read_head(&mut holder, &mut buffer).await.unwrap().status, 100);
     assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, MIB as f64);
-    // A chunked upload of 4 MiB: its reservation grows with each chunk until the budget is out.
+    // A chunked upload of 4 MiB: its reservation grows with each chunk until the budget is out
+    // (and no room comes back within a second).
     let stream = TcpStream::connect(&addr).await.unwrap();
     let (mut read, mut write) = stream.into_split();
     write

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use renderpool_testkit::{capability, corpus, metrics, skip, wait};
+use renderpool_testkit::{bombs, capability, corpus, metrics, skip, wait};
 
 /// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
@@ -36,6 +36,36 @@ pub const SLOW_RENDER: &str = "/v1/render?page=1&dpi=1200";
 /// The flags that allow [`SLOW_RENDER`]: pixels past the default limit, and a worker memory
 /// ceiling that holds its bitmap.
 pub const ALLOW_SLOW_RENDER: [&str; 4] = ["--max-pixels", "400000000", "--memory-per-slot", "1Gi"];
+
+/// A service whose upload budget holds one largest body, as by default (16 MiB of 16 here,
+/// 100 of 100 there), with the rate floor raised (768 KiB/s) so that such a body sent at the
+/// floor arrives in about 20 s, within the job deadline.
+pub const ONE_LARGEST_BODY: [&str; 10] = [
+    "--slots",
+    "1",
+    "--upload-budget",
+    "16Mi",
+    "--max-body-bytes",
+    "16Mi",
+    "--body-min-rate",
+    "768Ki",
+    "--job-deadline-ms",
+    "60000",
+];
+
+/// The largest body [`ONE_LARGEST_BODY`] accepts.
+pub const LARGEST_BODY: usize = 16 << 20;
+/// The body rate floor of [`ONE_LARGEST_BODY`], in bytes per second.
+pub const FLOOR_RATE: u64 = 768 << 10;
+
+/// A one-page PDF of exactly `len` bytes (padded with noise).
+pub fn pdf_of_len(len: usize) -> Vec<u8> {
+    let probe = len.saturating_sub(4096);
+    let overhead = bombs::padded_page(probe).len() - probe;
+    let pdf = bombs::padded_page(len - overhead);
+    assert_eq!(pdf.len(), len);
+    pdf
+}
 
 /// One flag list: `flags`, then `more`.
 pub fn flags<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {

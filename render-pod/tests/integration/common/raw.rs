@@ -231,3 +231,45 @@ pub async fn paced(addr: &str, path: &str, body: &[u8], rate: u64) -> (Answer, D
     read_body(&mut stream, &mut buffer, &mut answer).await;
     (answer, took)
 }
+
+/// Clients that each upload one document after another, asking `Expect: 100-continue`, until
+/// stopped: the ordinary traffic beside a slow client.
+pub struct Uploaders {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Upload>>>,
+}
+
+impl Uploaders {
+    /// Starts `clients` uploaders of `body` to `path` on `addr`, 20 ms apart between uploads.
+    pub fn start(addr: &str, path: &'static str, body: Arc<Vec<u8>>, clients: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..clients)
+            .map(|_| {
+                let (addr, body, stop) = (addr.to_string(), body.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut uploads = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let upload = upload_expecting_continue(&addr, path, &body, "").await;
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        uploads.push(upload);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    uploads
+                })
+            })
+            .collect();
+        Self { stop, tasks }
+    }
+
+    /// Stops them; every upload that ended before the stop.
+    pub async fn stop(self) -> Vec<Upload> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut uploads = Vec::new();
+        for task in self.tasks {
+            uploads.extend(task.await.unwrap());
+        }
+        uploads
+    }
+}
