@@ -2,8 +2,8 @@
 //! largest body the budget allows at just above the rate floor, against the same uploads with
 //! no slow sender, and against a service that reserves all of a declared body at once
 //! (`--upload-admit-share 1`, what admission did before the share). Two ordinary clients upload
-//! a 135 KB PDF to `/v1/info` one after another; rounds alternate between the three cases, each
-//! as long as the slow body takes (about 19 s). Real `render-pod serve` (release build), a
+//! a 135 KB PDF to `/v1/info` one after another, starting once the slow body is admitted; rounds
+//! alternate between the three cases, each as long as the slow body takes (about 19 s). Real `render-pod serve` (release build), a
 //! budget of one largest body (16 MiB here, as 100 MiB of 100 by default) and a floor raised to
 //! 768 KiB/s so a round fits a benchmark. Asserts nothing.
 //!
@@ -32,12 +32,26 @@ struct Round {
     slow_status: Option<u16>,
 }
 
-/// Two ordinary clients upload until the slow body is in (or for as long as it would take).
+/// Two ordinary clients upload until the slow body, admitted first, is in (or for as long as
+/// it would take).
 async fn round(server: &Server, largest: Option<Arc<Vec<u8>>>, ordinary: Arc<Vec<u8>>) -> Round {
     let addr = raw::addr(&server.base);
+    let slow = largest.map(|body| {
+        let addr = addr.clone();
+        tokio::spawn(async move { raw::paced(&addr, "/v1/info", &body, SLOW_RATE).await.0 })
+    });
+    if slow.is_some() {
+        server.wait_metric("renderpod_upload_reserved_bytes", &[], 1.0).await;
+    }
     let uploaders = raw::Uploaders::start(&addr, "/v1/info", ordinary, 2);
-    let slow_status = match largest {
-        Some(body) => Some(raw::paced(&addr, "/v1/info", &body, SLOW_RATE).await.0.status),
+    let slow_status = match slow {
+        Some(slow) => {
+            let answer = slow.await.unwrap();
+            if answer.status != 200 {
+                println!("  slow body refused: {} {}", answer.status, answer.code());
+            }
+            Some(answer.status)
+        }
         None => {
             let takes = LARGEST_BODY as f64 / SLOW_RATE as f64;
             tokio::time::sleep(Duration::from_secs_f64(takes)).await;

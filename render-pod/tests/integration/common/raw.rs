@@ -206,7 +206,8 @@ impl Prober {
 }
 
 /// Sends `body` to `path` with its `Content-Length` at `rate` bytes per second (in pieces every
-/// 20 ms, paced on the clock so the average holds), then reads the answer.
+/// 20 ms, paced on the clock so the average holds), or until the server stops reading, then
+/// reads the answer.
 pub async fn paced(addr: &str, path: &str, body: &[u8], rate: u64) -> (Answer, Duration) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.set_nodelay(true).unwrap();
@@ -222,7 +223,10 @@ pub async fn paced(addr: &str, path: &str, body: &[u8], rate: u64) -> (Answer, D
         tick.tick().await;
         let due = (start.elapsed().as_secs_f64() * rate as f64) as usize;
         let end = due.clamp(sent, body.len());
-        stream.write_all(&body[sent..end]).await.unwrap();
+        if stream.write_all(&body[sent..end]).await.is_err() {
+            // Answered (and closed) before the body was all sent: the answer says why.
+            break;
+        }
         sent = end;
     }
     let mut buffer = Vec::new();
