@@ -15,6 +15,8 @@
 //! 7. Time from a client's disconnect to its slot being free, and to a new worker being ready.
 //! 8. What the front's limits cost (upload budget, body rate and idle limits, header read
 //!    timeout): throughput with them against `--front-limits false`, rounds alternating.
+//! 9. What the workers' sandbox costs: throughput with it against `--sandbox false`, rounds
+//!    alternating.
 //!
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -405,6 +407,12 @@ fn main() {
         let unlimited = Arc::new(Server::start(&without));
         unlimited.wait_ready().await;
         let title = "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false";
+        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
+        drop(unlimited);
+        let without: Vec<&str> = flags.iter().copied().chain(["--sandbox", "false"]).collect();
+        let unlimited = Arc::new(Server::start(&without));
+        unlimited.wait_ready().await;
+        let title = "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false";
         paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
         drop(unlimited);
 

@@ -13,6 +13,7 @@ mod policy;
 mod process;
 mod procfs;
 mod protocol;
+mod sandbox;
 mod slot;
 mod verdict;
 pub mod worker;
@@ -33,6 +34,7 @@ pub use job::{JobError, Task, Timing};
 pub use metrics::EngineMetrics;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
+pub use sandbox::Probe;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@ mod service_corpus;
 mod service_crash;
 mod service_front;
 mod service_lifecycle;
+mod service_sandbox;
 mod service_truncation;
 
 /// PDFium is not thread-safe and the test harness runs tests on threads: the tests that load it
