@@ -56,6 +56,8 @@ pub mod env {
     pub const POISON_TTL_MS: &str = "RENDERPOD_POISON_TTL_MS";
     pub const CANCEL_GRACE_MS: &str = "RENDERPOD_CANCEL_GRACE_MS";
     pub const WORKER_NICE: &str = "RENDERPOD_WORKER_NICE";
+    pub const SANDBOX: &str = "RENDERPOD_SANDBOX";
+    pub const SANDBOX_PROBE: &str = "RENDERPOD_SANDBOX_PROBE";
     pub const GOTENBERG_URL: &str = "RENDERPOD_GOTENBERG_URL";
     pub const OFFICE_CONCURRENCY: &str = "RENDERPOD_OFFICE_CONCURRENCY";
     pub const OFFICE_SHARE_FILE: &str = "RENDERPOD_OFFICE_SHARE_FILE";

@@ -15,6 +15,8 @@
 //! 7. Time from a client's disconnect to its slot being free, and to a new worker being ready.
 //! 8. What the front's limits cost (upload budget, body rate and idle limits, header read
 //!    timeout): throughput with them against `--front-limits false`, rounds alternating.
+//! 9. What the workers' sandbox costs: throughput with it against `--sandbox false`, rounds
+//!    alternating.
 //!
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -395,18 +397,17 @@ fn main() {
         let rounds = paired_rounds(&server, &bytes, None, 2 * slots as usize).await;
         report("this machine, every slot busy (client, front and workers share its CPUs)", slots, rounds);
 
-        let without: Vec<&str> = flags.iter().copied().chain(["--memory-ceiling", "false"]).collect();
-        let unlimited = Arc::new(Server::start(&without));
-        unlimited.wait_ready().await;
-        let title = "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run";
-        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
-        drop(unlimited);
-        let without: Vec<&str> = flags.iter().copied().chain(["--front-limits", "false"]).collect();
-        let unlimited = Arc::new(Server::start(&without));
-        unlimited.wait_ready().await;
-        let title = "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false";
-        paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
-        drop(unlimited);
+        // What each protection costs: the same service with it switched off, same run.
+        for (flag, title) in [
+            ("--memory-ceiling", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
+            ("--front-limits", "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false"),
+            ("--sandbox", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
+        ] {
+            let without: Vec<&str> = flags.iter().copied().chain([flag, "false"]).collect();
+            let unlimited = Arc::new(Server::start(&without));
+            unlimited.wait_ready().await;
+            paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
+        }
 
         // The shape of a production pod: the client is elsewhere. On a 2-CPU machine, one
         // slot's pod gets CPU 1 and the client CPU 0.

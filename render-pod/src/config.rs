@@ -8,6 +8,8 @@ use renderpool_api::render_pod::{self as pod, env};
 use renderpool_runtime::logging::LogFormat;
 use renderpool_sizing::{parse_memory_bytes, supervisor_share};
 
+use crate::engine::Probe;
+use crate::engine::worker::WorkerOptions;
 use crate::http::ThumbnailLimits;
 use crate::http::body::BodyLimits;
 use crate::http::budget::{ADMIT_SHARE, admit_bytes, derived_budget};
@@ -120,6 +122,14 @@ pub struct ServeArgs {
     #[arg(long, env = env::WORKER_NICE, default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
+    /// Run each worker in a seccomp-bpf sandbox once PDFium is loaded (docs/sandbox.md): no
+    /// files, no network, no new processes; a refused call ends the job as a crash. `false`
+    /// only for measuring what it costs.
+    #[arg(long, env = env::SANDBOX, default_value_t = true, action = clap::ArgAction::Set)]
+    pub sandbox: bool,
+    /// Every worker makes this forbidden call at each job (tests of the sandbox).
+    #[arg(long, env = env::SANDBOX_PROBE, value_enum, hide = true)]
+    pub sandbox_probe: Option<Probe>,
     /// Gotenberg's base URL for Office to PDF, e.g. http://pool-gotenberg:3000 (the operator
     /// sets it); without one, Office input is answered 503 office_not_configured.
     #[arg(long, env = env::GOTENBERG_URL)]
@@ -298,7 +308,8 @@ pub enum UploadBudgetError {
     Zero,
 }
 
-/// Flags of the hidden `render-pod worker` subcommand (set by the supervisor).
+/// Flags of the hidden `render-pod worker` subcommand (set by the supervisor; the worker's
+/// environment is empty, so everything it needs is here).
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
     /// Largest rendered page in pixels.
@@ -307,23 +318,46 @@ pub struct WorkerArgs {
     /// Most pages one job may touch.
     #[arg(long)]
     pub max_pages: u32,
+    /// The libpdfium.so to load.
+    #[arg(long)]
+    pub pdfium: PathBuf,
+    /// Enter the sandbox once PDFium is loaded.
+    #[arg(long)]
+    pub sandbox: bool,
+    /// A forbidden call to make at each job.
+    #[arg(long, value_enum)]
+    pub sandbox_probe: Option<Probe>,
 }
 
 impl WorkerArgs {
-    /// The arguments that start a worker with `limits`.
-    pub fn command_line(limits: OpLimits) -> Vec<std::ffi::OsString> {
-        vec![
+    /// The arguments that start a worker with `options`.
+    pub fn command_line(options: &WorkerOptions) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
             "worker".into(),
             "--max-pixels".into(),
-            limits.max_pixels.to_string().into(),
+            options.limits.max_pixels.to_string().into(),
             "--max-pages".into(),
-            limits.max_pages.to_string().into(),
-        ]
+            options.limits.max_pages.to_string().into(),
+            "--pdfium".into(),
+            options.pdfium.clone().into(),
+        ];
+        if options.sandbox {
+            args.push("--sandbox".into());
+        }
+        if let Some(probe) = options.probe.and_then(|p| clap::ValueEnum::to_possible_value(&p)) {
+            args.extend(["--sandbox-probe".into(), probe.get_name().into()]);
+        }
+        args
     }
 
-    /// The limits these flags name.
-    pub fn limits(&self) -> OpLimits {
-        OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages }
+    /// What these flags say.
+    pub fn options(&self) -> WorkerOptions {
+        WorkerOptions {
+            limits: OpLimits { max_pixels: self.max_pixels, max_pages: self.max_pages },
+            pdfium: self.pdfium.clone(),
+            sandbox: self.sandbox,
+            probe: self.sandbox_probe,
+        }
     }
 }
 
@@ -402,6 +436,36 @@ mod tests {
         let on = serve(&[]);
         assert_eq!(on.connection_limits().header_read_timeout, Some(Duration::from_secs(10)));
         assert_eq!(on.body_limits(1 << 30).min_rate, Some(32 << 10));
+    }
+
+    #[test]
+    fn the_worker_reads_back_what_the_supervisor_writes() {
+        #[derive(Parser)]
+        struct Worker {
+            #[command(flatten)]
+            worker: WorkerArgs,
+        }
+        let on = serve(&["--max-pages", "7", "--sandbox-probe", "process-vm-readv"]);
+        assert!(on.sandbox, "on by default");
+        let written = WorkerOptions {
+            limits: on.op_limits(),
+            pdfium: "/opt/lib/libpdfium.so".into(),
+            sandbox: on.sandbox,
+            probe: on.sandbox_probe,
+        };
+        // The first argument is the subcommand's name, where the parser expects the program's.
+        let line = WorkerArgs::command_line(&written);
+        let read = Worker::try_parse_from(line).unwrap().worker.options();
+        assert_eq!(read.limits.max_pages, 7);
+        assert_eq!(read.pdfium, written.pdfium);
+        assert_eq!((read.sandbox, read.probe), (true, Some(Probe::ProcessVmReadv)));
+        let off = serve(&["--sandbox", "false"]);
+        let line = WorkerArgs::command_line(&WorkerOptions {
+            sandbox: off.sandbox,
+            probe: None,
+            ..written
+        });
+        assert!(!line.iter().any(|a| a.to_str().is_some_and(|a| a.starts_with("--sandbox"))));
     }
 
     #[test]

@@ -48,7 +48,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Worker(args) => match engine::worker::run(args.limits()) {
+        Command::Worker(args) => match engine::worker::run(args.options()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("render-pod worker: {e}");

@@ -1,6 +1,6 @@
 //! Locating and binding `libpdfium.so`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pdfium_render::prelude::{Pdfium, PdfiumError};
 use renderpool_api::versions;
@@ -38,7 +38,13 @@ pub fn library_path() -> PathBuf {
 /// Loads PDFium from [`library_path`] (later calls in the process reuse the loaded library).
 /// PDFium is not thread-safe: use it from one thread at a time.
 pub fn bind() -> Result<Pdfium, PdfiumLoadError> {
-    let path = library_path();
+    bind_at(&library_path())
+}
+
+/// Loads PDFium from `path` (a worker is told its supervisor's [`library_path`], as it runs
+/// with an empty environment).
+pub fn bind_at(path: &Path) -> Result<Pdfium, PdfiumLoadError> {
+    let path = path.to_path_buf();
     if !path.is_file() {
         return Err(PdfiumLoadError::Missing(path));
     }

@@ -8,6 +8,7 @@ use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
+use crate::engine::worker::WorkerOptions;
 use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
 use crate::http::budget::ByteBudget;
 use crate::http::etag::EngineVersion;
@@ -135,7 +136,12 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             stop_grace: Duration::from_secs(5),
             worker: WorkerCommand {
                 exe,
-                args: WorkerArgs::command_line(args.op_limits()),
+                args: WorkerArgs::command_line(&WorkerOptions {
+                    limits: args.op_limits(),
+                    pdfium: pdfium.clone(),
+                    sandbox: args.sandbox,
+                    probe: args.sandbox_probe,
+                }),
                 ready_timeout: Duration::from_secs(30),
                 confinement: Confinement {
                     nice: args.worker_nice,

@@ -12,9 +12,37 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use super::protocol::{self, FatalCause, FatalReport, WorkerMessage};
 
 /// The signals a worker can die of that carry a cause worth reporting (SIGKILL cannot be caught:
-/// it always comes from outside, the kernel's OOM killer included).
-const FATAL_SIGNALS: [libc::c_int; 6] =
-    [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP, libc::SIGABRT, libc::SIGFPE];
+/// it always comes from outside, the kernel's OOM killer included). SIGSYS is the sandbox's.
+const FATAL_SIGNALS: [libc::c_int; 7] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGFPE,
+    libc::SIGSYS,
+];
+
+/// `si_code` of a SIGSYS raised by a seccomp filter's `SECCOMP_RET_TRAP`.
+const SYS_SECCOMP: i32 = 1;
+
+/// The start of a `siginfo_t` for SIGSYS (`_sigsys` in the kernel's union, which starts at
+/// offset 16 on every 64-bit Linux): the refused call's number. The libc crate has no accessor.
+#[repr(C)]
+struct SigsysInfo {
+    _signo: libc::c_int,
+    _errno: libc::c_int,
+    _code: libc::c_int,
+    _pad: libc::c_int,
+    _call_addr: *mut libc::c_void,
+    syscall: libc::c_int,
+    _arch: libc::c_uint,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<SigsysInfo>() <= std::mem::size_of::<libc::siginfo_t>()
+        && std::mem::offset_of!(SigsysInfo, syscall) == 24
+);
 
 /// The handler's own stack: a stack overflow in PDFium must still be reported.
 const ALT_STACK_BYTES: usize = 64 << 10;
@@ -27,12 +55,28 @@ static REPORT_FD: AtomicI32 = AtomicI32::new(-1);
 /// Set by the first report: a crash while unwinding from another reports nothing more.
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// The cause of signal delivery with `si_code` `code` from `sender` in process `own_pid`, with
-/// `errno` as the interrupted code left it. Codes <= 0 (SI_USER, SI_TKILL, SI_QUEUE) mean a
-/// process sent it; abort() sends SIGABRT to itself, which is the worker's own doing.
-pub fn cause(code: i32, sender: i32, own_pid: i32, errno: i32) -> FatalCause {
+/// How a fatal signal was delivered, as the handler read it from `siginfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    /// The signal.
+    pub signal: i32,
+    /// `si_code`.
+    pub code: i32,
+    /// The sending process (this one for a kernel-raised signal).
+    pub sender: i32,
+    /// For a seccomp SIGSYS, the refused call's number.
+    pub syscall: i32,
+}
+
+/// The cause of `delivery` in process `own_pid`, with `errno` as the interrupted code left it.
+/// Codes <= 0 (SI_USER, SI_TKILL, SI_QUEUE) mean a process sent it; abort() sends SIGABRT to
+/// itself, which is the worker's own doing; a SIGSYS with code SYS_SECCOMP is the sandbox's.
+pub fn cause(delivery: Delivery, own_pid: i32, errno: i32) -> FatalCause {
+    let Delivery { signal, code, sender, syscall } = delivery;
     if code <= 0 && sender != own_pid {
         FatalCause::External { sender }
+    } else if signal == libc::SIGSYS && code == SYS_SECCOMP {
+        FatalCause::Sandbox { syscall }
     } else if errno == libc::ENOMEM {
         FatalCause::OutOfMemory
     } else {
@@ -97,7 +141,13 @@ extern "C" fn on_fatal_signal(
         Some(info) => (info.si_code, own_pid),
         None => (1, own_pid),
     };
-    let report = FatalReport { signal, cause: cause(code, sender, own_pid, errno) };
+    // SAFETY: for a seccomp SIGSYS the kernel filled in the `_sigsys` member read here.
+    let syscall = match unsafe { info.cast::<SigsysInfo>().as_ref() } {
+        Some(sys) if signal == libc::SIGSYS && code == SYS_SECCOMP => sys.syscall,
+        _ => -1,
+    };
+    let delivery = Delivery { signal, code, sender, syscall };
+    let report = FatalReport { signal, cause: cause(delivery, own_pid, errno) };
     let mut buffer = [0u8; 64];
     if !REPORTED.swap(true, Ordering::Relaxed)
         && let Ok(frame) = protocol::frame_into(&WorkerMessage::Fatal(report), &mut buffer)
@@ -125,25 +175,39 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    fn delivered(signal: i32, code: i32, sender: i32) -> Delivery {
+        Delivery { signal, code, sender, syscall: -1 }
+    }
+
     #[test]
     fn sent_signals_are_external_unless_sent_to_itself() {
+        let abrt = |code, sender| delivered(libc::SIGABRT, code, sender);
         // kill(2) from pid 77 to worker 10.
-        assert_eq!(cause(libc::SI_USER, 77, 10, 0), FatalCause::External { sender: 77 });
+        assert_eq!(cause(abrt(libc::SI_USER, 77), 10, 0), FatalCause::External { sender: 77 });
         assert_eq!(
-            cause(libc::SI_TKILL, 77, 10, libc::ENOMEM),
+            cause(abrt(libc::SI_TKILL, 77), 10, libc::ENOMEM),
             FatalCause::External { sender: 77 }
         );
         // abort() after a refused allocation: SIGABRT to itself with errno ENOMEM.
-        assert_eq!(cause(libc::SI_TKILL, 10, 10, libc::ENOMEM), FatalCause::OutOfMemory);
-        assert_eq!(cause(libc::SI_TKILL, 10, 10, 0), FatalCause::Fault);
+        assert_eq!(cause(abrt(libc::SI_TKILL, 10), 10, libc::ENOMEM), FatalCause::OutOfMemory);
+        assert_eq!(cause(abrt(libc::SI_TKILL, 10), 10, 0), FatalCause::Fault);
+        // `kill -SYS` from outside is not the sandbox.
+        let sent = delivered(libc::SIGSYS, libc::SI_USER, 77);
+        assert_eq!(cause(sent, 10, 0), FatalCause::External { sender: 77 });
     }
 
     #[test]
     fn kernel_raised_signals_are_the_workers_own() {
         const SEGV_MAPERR: i32 = 1;
         const SI_KERNEL: i32 = 0x80;
-        assert_eq!(cause(SEGV_MAPERR, 10, 10, 0), FatalCause::Fault);
-        assert_eq!(cause(SI_KERNEL, 10, 10, libc::ENOMEM), FatalCause::OutOfMemory);
+        assert_eq!(cause(delivered(libc::SIGSEGV, SEGV_MAPERR, 10), 10, 0), FatalCause::Fault);
+        assert_eq!(
+            cause(delivered(libc::SIGSEGV, SI_KERNEL, 10), 10, libc::ENOMEM),
+            FatalCause::OutOfMemory
+        );
+        // SIGSEGV's code 1 is SEGV_MAPERR, SIGSYS's is SYS_SECCOMP.
+        let trapped = Delivery { signal: libc::SIGSYS, code: SYS_SECCOMP, sender: 10, syscall: 59 };
+        assert_eq!(cause(trapped, 10, libc::ENOMEM), FatalCause::Sandbox { syscall: 59 });
     }
 
     #[test]

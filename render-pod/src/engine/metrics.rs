@@ -14,8 +14,9 @@ use crate::metrics::{
 /// Every reason a worker is replaced (`renderpod_worker_restarts_total{reason}`). Each is
 /// exported at 0 from the start, so a reader of one sees a series, never a gap that a renamed
 /// reason would also leave.
-pub const RESTART_REASONS: [&str; 9] = [
+pub const RESTART_REASONS: [&str; 10] = [
     "crash",
+    "sandbox",
     "killed",
     "memory_limit",
     "deadline",

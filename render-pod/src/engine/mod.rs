@@ -13,6 +13,7 @@ mod policy;
 mod process;
 mod procfs;
 mod protocol;
+mod sandbox;
 mod slot;
 mod verdict;
 mod work_class;
@@ -34,6 +35,7 @@ pub use job::{JobError, Task, Timing};
 pub use metrics::EngineMetrics;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
+pub use sandbox::Probe;
 pub use work_class::WorkClass;
 
 /// How the engine runs.

@@ -88,7 +88,11 @@ impl WorkerProcess {
     /// Starts a worker and waits for its ready frame.
     pub async fn spawn(command: &WorkerCommand) -> Result<Self, SpawnError> {
         let mut cmd = Command::new(&command.exe);
+        // An empty environment: nothing of the supervisor's (credentials a pod was given as
+        // variables, service addresses) is there for a compromised worker to read; its command
+        // line carries all it needs.
         cmd.args(&command.args)
+            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

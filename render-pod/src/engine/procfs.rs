@@ -50,6 +50,7 @@ fn signal_name(signal: i32) -> &'static str {
         libc::SIGILL => "SIGILL",
         libc::SIGTRAP => "SIGTRAP",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGSYS => "SIGSYS",
         _ => "signal",
     }
 }

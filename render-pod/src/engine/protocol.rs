@@ -53,6 +53,12 @@ pub enum FatalCause {
         /// The sender's process id.
         sender: i32,
     },
+    /// The worker made a system call its sandbox does not allow (`SIGSYS` from seccomp); the
+    /// call itself did not run.
+    Sandbox {
+        /// The refused call's number on this architecture.
+        syscall: i32,
+    },
 }
 
 /// The frame a dying worker sends.

@@ -70,12 +70,33 @@ pub fn judge(ending: &Ending, ceiling: Option<u64>) -> Verdict {
                 (FatalCause::External { sender }, _) => {
                     crashed(format!("{died}, sent by process {sender}"), "killed", Blame::Strike)
                 }
+                // PDFium driven into a call rendering never makes: the document's doing, as
+                // much as a fault is (and an exploit's most likely first sign).
+                (FatalCause::Sandbox { syscall }, _) => crashed(
+                    format!("{died}: the sandbox refused system call {}", call_name(*syscall)),
+                    "sandbox",
+                    Blame::Guilty,
+                ),
             }
         }
         Ending::Unreported { signal, how } => {
-            let restart = if signal.is_some() { "killed" } else { "crash" };
+            // An unreported SIGSYS is seccomp's (one sent from outside is caught and reported),
+            // but with no call to show, only a strike.
+            let restart = match signal {
+                Some(libc::SIGSYS) => "sandbox",
+                Some(_) => "killed",
+                None => "crash",
+            };
             crashed(how.clone(), restart, Blame::Strike)
         }
+    }
+}
+
+/// "openat (257)", or the number alone for a call the sandbox does not name.
+fn call_name(syscall: i32) -> String {
+    match super::sandbox::syscall_name(syscall) {
+        Some(name) => format!("{name} ({syscall})"),
+        None => syscall.to_string(),
     }
 }
 
@@ -128,6 +149,24 @@ mod tests {
         let exited = Ending::Unreported { signal: None, how: "exited with status 1".into() };
         assert_eq!(judge(&exited, None).restart, "crash");
         assert_eq!(judge(&exited, None).blame, Blame::Strike);
+    }
+
+    #[test]
+    fn a_refused_call_convicts_and_names_the_call() {
+        let execve = i32::try_from(libc::SYS_execve).unwrap();
+        let v = judge(&reported(libc::SIGSYS, FatalCause::Sandbox { syscall: execve }), None);
+        assert_eq!(
+            (v.error.status(), v.error.code(), v.restart, v.outcome, v.blame),
+            (502, "worker_crashed", "sandbox", "crashed", Blame::Guilty)
+        );
+        let detail = v.error.to_string();
+        assert!(detail.contains("SIGSYS") && detail.contains("execve"), "{detail}");
+        let unreported = Ending::Unreported {
+            signal: Some(libc::SIGSYS),
+            how: "killed by signal 31 (SIGSYS)".into(),
+        };
+        let v = judge(&unreported, None);
+        assert_eq!((v.restart, v.blame), ("sandbox", Blame::Strike));
     }
 
     #[test]

@@ -3,12 +3,27 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
 
 use crate::ops::{DocHash, Document, Executor, OpLimits};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 
 use super::fatal;
 use super::protocol::{self, JobHeader, ProtocolError, WorkerMessage};
+use super::sandbox::{self, Probe, SandboxError};
+
+/// How a worker runs (its command line, written by the supervisor).
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Per-job limits.
+    pub limits: OpLimits,
+    /// The `libpdfium.so` to load.
+    pub pdfium: PathBuf,
+    /// Enter the sandbox once PDFium is loaded.
+    pub sandbox: bool,
+    /// A forbidden call to make at the start of every job (tests of the sandbox).
+    pub probe: Option<Probe>,
+}
 
 /// Why a worker process stopped other than by its supervisor closing the pipe.
 #[derive(Debug, thiserror::Error)]
@@ -26,15 +41,28 @@ pub enum WorkerError {
     /// Moving stdout aside or installing the fatal-signal report failed.
     #[error("cannot set up the worker: {0}")]
     Setup(std::io::Error),
+    /// The sandbox could not be entered.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
 }
 
 /// Runs jobs until the supervisor closes stdin.
-pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
+pub fn run(options: WorkerOptions) -> Result<(), WorkerError> {
+    sandbox::close_inherited();
     let output = protocol_output().map_err(WorkerError::Setup)?;
     fatal::install(output.as_raw_fd()).map_err(WorkerError::Setup)?;
     let mut output = BufWriter::new(output);
-    let pdfium = pdfium_lib::bind()?;
-    let mut executor = Executor::new(pdfium, limits);
+    let mut pdfium = pdfium_lib::bind_at(&options.pdfium)?;
+    // Only PDFium's built-in fonts, as in the image (which has no system fonts): PDFium opens
+    // system font files lazily, at a document's first missing font, which the sandbox forbids;
+    // and answers then do not depend on the fonts of the host a worker runs on.
+    pdfium.clear_custom_font_provider();
+    sandbox::settle_time_zone();
+    let mut executor = Executor::new(pdfium, options.limits);
+    // After the library is mapped and initialised, before any document.
+    if options.sandbox {
+        sandbox::enter()?;
+    }
     let mut input = BufReader::new(std::io::stdin().lock());
     send(&mut output, &WorkerMessage::Ready)?;
     // The last document received and its hash; the supervisor skips sending it again while it
@@ -52,6 +80,9 @@ pub fn run(limits: OpLimits) -> Result<(), WorkerError> {
             return Err(WorkerError::NotHeld);
         };
         let doc = Document { bytes, hash: *hash, password: header.password.as_deref() };
+        if let Some(probe) = options.probe {
+            probe.run();
+        }
         fatal::clear_errno();
         let result = executor.execute(&doc, &header.op);
         send(&mut output, &WorkerMessage::Done(result))?;

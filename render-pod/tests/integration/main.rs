@@ -19,6 +19,7 @@ mod service_corpus;
 mod service_crash;
 mod service_front;
 mod service_lifecycle;
+mod service_sandbox;
 mod service_truncation;
 mod service_upload_fairness;
 
