@@ -5,7 +5,8 @@ use crate::apply::{ApplyError, MANAGER, Stores, Target, apply_children};
 use crate::build::{Component, MissingMetadata, build, child_name};
 use crate::crd::{LastError, RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
-use crate::status::{Observed, compute};
+use crate::ownership::owned_by;
+use crate::status::{NAME_CONFLICT, Observed, compute, name_conflict};
 use crate::validate::{SpecError, validate};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -36,6 +37,9 @@ const RESYNC: Duration = Duration::from_secs(15 * 60);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between retries of a failing pool.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How soon a pool whose child names are taken looks again: the objects holding them carry no
+/// owner reference to the pool, so freeing a name sends the pool no watch event.
+const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
 /// Longest message kept in `status.lastError`.
 const LAST_ERROR_CHARS: usize = 300;
 
@@ -218,13 +222,17 @@ async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, R
             ctx.metrics.failed(err.kind());
         }
     }
-    result.map(|_| Action::requeue(RESYNC))
+    result.map(|outcome| match outcome {
+        "conflict" => Action::requeue(CONFLICT_RECHECK),
+        _ => Action::requeue(RESYNC),
+    })
 }
 
 /// One pass over a pool; returns what it did, for the metrics.
 async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str, ReconcileError> {
     if pool.metadata.deletion_timestamp.is_some() {
-        // Children go with the pool through their owner references.
+        // Children go with the pool through their owner references, which only its own
+        // children carry: objects it found under its names were never given one.
         return Ok("deleting");
     }
     let namespace = pool.namespace().ok_or(MissingMetadata("namespace"))?;
@@ -232,6 +240,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let uid = pool.uid().ok_or(MissingMetadata("uid"))?;
     let mut plan = validate(&pool.spec);
     let mut applied = Vec::new();
+    let mut conflicts = Vec::new();
     let mut refused = None;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
@@ -242,7 +251,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
             namespace: &namespace,
         };
         match apply_children(&target, &name, &uid, children).await {
-            Ok(written) => applied = written,
+            Ok(done) => (applied, conflicts) = (done.written, done.conflicts),
             Err(ApplyError { kind, name, source: kube::Error::Api(status), .. })
                 if status.code == 400 || status.code == 422 =>
             {
@@ -255,14 +264,14 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let last_error = match (&plan, &refused) {
         (Err(err), _) => Some(last_error(err.reason(), &err.to_string())),
         (Ok(_), Some(err)) => Some(last_error(refusal_reason(err), &refusal_message(err))),
+        (Ok(_), None) if !conflicts.is_empty() => {
+            Some(last_error(NAME_CONFLICT, &name_conflict(&conflicts)))
+        }
         (Ok(_), None) => None,
     };
     let owned = |component| {
         let key = ObjectRef::new(&child_name(&name, component)).within(&namespace);
-        ctx.stores
-            .deployments
-            .get(&key)
-            .filter(|d| d.owner_references().iter().any(|o| o.uid == uid))
+        ctx.stores.deployments.get(&key).filter(|d| owned_by(d.meta(), &uid))
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
     let status = compute(&Observed {
@@ -271,6 +280,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         plan: &plan,
         render: render.as_deref(),
         gotenberg: gotenberg.as_deref(),
+        conflicts: &conflicts,
         previous: pool.status.as_ref(),
         last_error,
         now: Time(
@@ -296,11 +306,16 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     if let Err(err) = &plan {
         tracing::warn!(pool = %name, namespace = %namespace, reason = err.reason(), error = %err, "spec cannot be applied");
     }
+    if !conflicts.is_empty() {
+        tracing::warn!(pool = %name, namespace = %namespace, ?conflicts, "child names held by objects the pool does not own; left untouched");
+    }
     publish(ctx, pool, events).await;
     if let Some(refused) = refused {
         return Err(refused.into());
     }
-    Ok(if changed {
+    Ok(if !conflicts.is_empty() {
+        "conflict"
+    } else if changed {
         "status"
     } else if applied.is_empty() {
         "unchanged"

@@ -13,6 +13,7 @@ pub mod events;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod ownership;
 pub mod probe;
 pub mod requests;
 pub mod status;

@@ -28,6 +28,8 @@ pub struct Observed<'a> {
     pub render: Option<&'a Deployment>,
     /// The Gotenberg Deployment as last seen, if it exists.
     pub gotenberg: Option<&'a Deployment>,
+    /// Children not written because an object the pool does not own has the name (`Kind name`).
+    pub conflicts: &'a [String],
     /// The status currently stored, for transition times.
     pub previous: Option<&'a RenderPoolStatus>,
     /// Why this pass failed, if it did (a refused spec or a refused write).
@@ -105,6 +107,32 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
     }
 }
 
+/// Reason of the conditions and `lastError` while another object holds a child's name.
+pub const NAME_CONFLICT: &str = "NameConflict";
+
+/// What a person reads when objects they (or another controller) made hold the pool's child
+/// names: which, that they are left alone, and the ways out.
+pub fn name_conflict(conflicts: &[String]) -> String {
+    let (verb, not) = if conflicts.len() == 1 { ("exists", "is") } else { ("exist", "are") };
+    format!(
+        "{} already {verb} and {not} not owned by this RenderPool, so the operator leaves {} \
+         untouched and does not create {}; delete or rename {}, or give the pool another name",
+        join_and(conflicts),
+        if conflicts.len() == 1 { "it" } else { "them" },
+        if conflicts.len() == 1 { "that child" } else { "those children" },
+        if conflicts.len() == 1 { "it" } else { "them" },
+    )
+}
+
+/// "a", "a and b", "a, b and c".
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// A condition's truth value, reason and message before timestamps are attached.
 type Verdict = (bool, &'static str, String);
 
@@ -126,6 +154,14 @@ fn conditions(
             );
         }
     };
+    if !o.conflicts.is_empty() {
+        let message = name_conflict(o.conflicts);
+        return (
+            (false, NAME_CONFLICT, message.clone()),
+            (false, NAME_CONFLICT, "the pool cannot be completed while its names are taken".into()),
+            (true, NAME_CONFLICT, message),
+        );
+    }
     let mut missing = Vec::new();
     if render.is_none() {
         missing.push("render Deployment");

@@ -40,6 +40,7 @@ fn ready_pool_reports_slot_figures_and_selector() {
         plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
+        conflicts: &[],
         previous: None,
         last_error: None,
         now: at(100),
@@ -68,6 +69,7 @@ fn transition_time_moves_only_when_the_condition_flips() {
             plan: &plan,
             render: Some(render),
             gotenberg: Some(&g),
+            conflicts: &[],
             previous,
             last_error: None,
             now,
@@ -93,6 +95,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         plan: &plan,
         render: None,
         gotenberg: None,
+        conflicts: &[],
         previous: None,
         last_error: None,
         now: at(1),
@@ -125,6 +128,7 @@ fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
         plan: &plan,
         render,
         gotenberg: None,
+        conflicts: &[],
         previous: None,
         last_error: None,
         now: at(1),
@@ -148,6 +152,7 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
         plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
+        conflicts: &[],
         previous: None,
         last_error: Some(failure.clone()),
         now: at(1),
@@ -156,4 +161,46 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
     assert_eq!((s.ready_slots, s.total_slots), (Some(3), Some(12)));
     assert_eq!(s.gotenberg_ready_replicas, Some(0));
     assert_eq!(s.last_error, Some(failure));
+}
+
+#[test]
+fn a_name_held_by_another_object_degrades_the_pool_naming_each_object() {
+    let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
+    let render = deployment(2, 2);
+    let observe = |conflicts: &[String]| {
+        compute(&Observed {
+            pool: "docs",
+            generation: Some(1),
+            plan: &plan,
+            render: Some(&render),
+            gotenberg: None,
+            conflicts,
+            previous: None,
+            last_error: None,
+            now: at(1),
+        })
+    };
+    let one = observe(&["Service docs-render".into()]);
+    for type_ in [READY, PROGRESSING, DEGRADED] {
+        assert_eq!(cond(&one, type_).reason, NAME_CONFLICT, "{type_}");
+    }
+    assert_eq!(cond(&one, DEGRADED).status, "True");
+    assert_eq!(cond(&one, READY).status, "False", "all render pods ready, but not its Service");
+    assert_eq!(
+        cond(&one, DEGRADED).message,
+        "Service docs-render already exists and is not owned by this RenderPool, so the \
+         operator leaves it untouched and does not create that child; delete or rename it, or \
+         give the pool another name"
+    );
+    let two = observe(&["HorizontalPodAutoscaler docs".into(), "Service docs-render".into()]);
+    assert!(
+        cond(&two, DEGRADED).message.starts_with(
+            "HorizontalPodAutoscaler docs and Service docs-render already exist and are not owned"
+        ),
+        "{}",
+        cond(&two, DEGRADED).message
+    );
+    let three = ["A a".to_string(), "B b".into(), "C c".into()];
+    assert!(name_conflict(&three).starts_with("A a, B b and C c already exist"));
+    assert_eq!(cond(&observe(&[]), DEGRADED).reason, "AsExpected");
 }
