@@ -7,6 +7,7 @@ use crate::crd::{LastError, RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
 use crate::ownership::owned_by;
 use crate::status::{NAME_CONFLICT, Observed, compute, name_conflict};
+use crate::trace::reconcile_span;
 use crate::validate::{SpecError, validate};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -25,9 +26,11 @@ use kube::{Client, Resource, ResourceExt};
 use renderpool_runtime::pacing::Backoff;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Label every child carries; the child watches select on it.
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by=renderpool-operator";
@@ -204,28 +207,43 @@ where
     (reader, stream)
 }
 
-async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+/// One reconcile, in its own span (pool, namespace, trace id). A failure is logged and retried
+/// here, inside that span, so kube-runtime's error policy never sees one.
+async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, Infallible> {
+    let span = reconcile_span(&pool.name_any(), &pool.namespace().unwrap_or_default());
+    Ok(reconcile_and_retry(&pool, &ctx).instrument(span).await)
+}
+
+async fn reconcile_and_retry(pool: &RenderPool, ctx: &Context) -> Action {
     let started = Instant::now();
     let key = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
-    let result = reconcile_pool(&pool, &ctx).await;
-    match &result {
+    match reconcile_pool(pool, ctx).await {
         Ok(outcome) => {
-            // Inside kube-runtime's "reconciling object" span, which names the pool and why.
             tracing::debug!(outcome, "reconciled");
             ctx.metrics.reconciled(outcome, started.elapsed());
             if let Ok(mut failures) = ctx.failures.lock() {
                 failures.remove(&key);
             }
+            match outcome {
+                "conflict" => Action::requeue(CONFLICT_RECHECK),
+                _ => Action::requeue(RESYNC),
+            }
         }
         Err(err) => {
             ctx.metrics.reconciled("error", started.elapsed());
             ctx.metrics.failed(err.kind());
+            let (attempt, delay) = match ctx.failures.lock() {
+                Ok(mut failures) => {
+                    let backoff = failures.entry(key).or_insert_with(reconcile_backoff);
+                    let delay = backoff.next_delay();
+                    (backoff.attempts(), delay)
+                }
+                Err(_) => (1, FIRST_BACKOFF),
+            };
+            tracing::error!(error = %err, attempt, retry_in = ?delay, "reconcile failed");
+            Action::requeue(delay)
         }
     }
-    result.map(|outcome| match outcome {
-        "conflict" => Action::requeue(CONFLICT_RECHECK),
-        _ => Action::requeue(RESYNC),
-    })
 }
 
 /// One pass over a pool; returns what it did, for the metrics.
@@ -289,7 +307,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     });
     let mut events = crate::events::transitions(pool.status.as_ref(), &status);
     if !applied.is_empty() {
-        tracing::info!(pool = %name, namespace = %namespace, written = ?applied, "applied children");
+        tracing::info!(written = ?applied, "applied children");
         events.push(crate::events::applied(&applied));
     }
     let changed = pool.status.as_ref() != Some(&status);
@@ -297,17 +315,20 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         // A refused child is the error to retry on; a status that could not say so is logged.
         return Err(match refused {
             Some(refused) => {
-                tracing::warn!(pool = %name, error = %err, "could not record the failure in status");
+                tracing::warn!(error = %err, "could not record the failure in status");
                 refused.into()
             }
             None => err,
         });
     }
     if let Err(err) = &plan {
-        tracing::warn!(pool = %name, namespace = %namespace, reason = err.reason(), error = %err, "spec cannot be applied");
+        tracing::warn!(reason = err.reason(), error = %err, "spec cannot be applied");
     }
     if !conflicts.is_empty() {
-        tracing::warn!(pool = %name, namespace = %namespace, ?conflicts, "child names held by objects the pool does not own; left untouched");
+        tracing::warn!(
+            ?conflicts,
+            "child names held by objects the pool does not own; left untouched"
+        );
     }
     publish(ctx, pool, events).await;
     if let Some(refused) = refused {
@@ -381,18 +402,9 @@ async fn publish(ctx: &Context, pool: &RenderPool, events: Vec<kube::runtime::ev
     }
 }
 
-fn error_policy(pool: Arc<RenderPool>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let key = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
-    let (attempt, delay) = match ctx.failures.lock() {
-        Ok(mut failures) => {
-            let backoff = failures.entry(key.clone()).or_insert_with(reconcile_backoff);
-            let delay = backoff.next_delay();
-            (backoff.attempts(), delay)
-        }
-        Err(_) => (1, FIRST_BACKOFF),
-    };
-    tracing::error!(pool = %key, error = %err, attempt, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
+/// kube-runtime's hook for failed reconciles: there are none, [`reconcile`] retries its own.
+fn error_policy(_: Arc<RenderPool>, never: &Infallible, _: Arc<Context>) -> Action {
+    match *never {}
 }
 
 /// 1 s, 2 s, 4 s, ... capped at five minutes.

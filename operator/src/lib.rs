@@ -17,6 +17,7 @@ pub mod ownership;
 pub mod probe;
 pub mod requests;
 pub mod status;
+pub mod trace;
 pub mod validate;
 
 #[cfg(test)]

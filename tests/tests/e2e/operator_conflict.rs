@@ -114,4 +114,17 @@ async fn objects_under_the_pools_child_names_are_never_taken_over_or_deleted() {
             .all(|l| !l.contains("Service clash-render") && !l.contains("Autoscaler clash")),
         "the operator's writes: {writes:#?}"
     );
+    // Each line of a reconcile names the pool, namespace and trace id once, in its span.
+    let span = format!("reconcile{{pool=clash namespace={} trace_id=", ns.name());
+    let pool_lines: Vec<&str> = log.lines().filter(|l| l.contains(&span)).collect();
+    assert!(
+        pool_lines.iter().any(|l| l.contains("child names held by objects")),
+        "{pool_lines:#?}"
+    );
+    for line in &pool_lines {
+        let id = line.split_once(&span).unwrap().1.split_once('}').unwrap().0;
+        assert!(id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
+        assert_eq!(line.matches("namespace=").count(), 1, "not repeated: {line}");
+    }
+    assert!(!writes.is_empty() && writes.iter().all(|l| l.contains(&span)), "{writes:#?}");
 }
