@@ -85,23 +85,36 @@ pub struct Applied {
     /// The children not written because an object not owned by the pool has the name
     /// (`Kind name`).
     pub conflicts: Vec<String>,
+    /// The generation the API server gave each object applied (`Kind name`, generation).
+    pub generations: Vec<(String, i64)>,
 }
 
 /// What became of one child.
 enum Step {
     /// Already as built, or nothing to delete.
     Unchanged,
-    /// Applied or deleted.
-    Written(String),
+    /// Applied (with the generation the API server gave it) or deleted.
+    Written(String, Option<i64>),
     /// Its name is held by an object the pool does not own.
     Conflict(String),
 }
 
 impl Applied {
+    /// The generation of Deployment `name` if this pass applied it.
+    pub fn generation_of(&self, name: &str) -> Option<i64> {
+        let what = format!("{} {name}", Deployment::kind(&()));
+        self.generations.iter().find(|(w, _)| *w == what).map(|(_, g)| *g)
+    }
+
     fn record(&mut self, step: Step) {
         match step {
             Step::Unchanged => {}
-            Step::Written(what) => self.written.push(what),
+            Step::Written(what, generation) => {
+                if let Some(generation) = generation {
+                    self.generations.push((what.clone(), generation));
+                }
+                self.written.push(what);
+            }
             Step::Conflict(what) => self.conflicts.push(what),
         }
     }
@@ -186,16 +199,17 @@ where
     }
     target.metrics.write(&kind, "apply");
     let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
-    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired)).await.map_err(
-        |source| ApplyError {
+    let stored = api
+        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired))
+        .await
+        .map_err(|source| ApplyError {
             action: "apply",
             kind: kind.clone(),
             namespace: target.namespace.into(),
             name: name.clone(),
             source,
-        },
-    )?;
-    Ok(Step::Written(format!("{kind} {name}")))
+        })?;
+    Ok(Step::Written(format!("{kind} {name}"), stored.meta().generation))
 }
 
 /// The object named `name` on the API server, for a name the label-selected cache lacks. A
@@ -249,7 +263,7 @@ where
         ..DeleteParams::background()
     };
     match api.delete(name, &params).await {
-        Ok(_) => Ok(Step::Written(format!("deleted {kind} {name}"))),
+        Ok(_) => Ok(Step::Written(format!("deleted {kind} {name}"), None)),
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
             Ok(Step::Unchanged)
         }

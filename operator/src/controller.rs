@@ -259,6 +259,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let mut plan = validate(&pool.spec);
     let mut applied = Vec::new();
     let mut conflicts = Vec::new();
+    let mut generations = (None, None);
     let mut refused = None;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
@@ -269,7 +270,11 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
             namespace: &namespace,
         };
         match apply_children(&target, &name, &uid, children).await {
-            Ok(done) => (applied, conflicts) = (done.written, done.conflicts),
+            Ok(done) => {
+                let generation = |component| done.generation_of(&child_name(&name, component));
+                generations = (generation(Component::Render), generation(Component::Gotenberg));
+                (applied, conflicts) = (done.written, done.conflicts);
+            }
             Err(ApplyError { kind, name, source: kube::Error::Api(status), .. })
                 if status.code == 400 || status.code == 422 =>
             {
@@ -292,11 +297,13 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         ctx.stores.deployments.get(&key).filter(|d| owned_by(d.meta(), &uid))
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
+
     let status = compute(&Observed {
         pool: &name,
         generation: pool.metadata.generation,
         plan: &plan,
         render: render.as_deref(),
+        applied_generations: generations,
         gotenberg: gotenberg.as_deref(),
         conflicts: &conflicts,
         previous: pool.status.as_ref(),

@@ -41,6 +41,7 @@ fn ready_pool_reports_slot_figures_and_selector() {
         render: Some(&render),
         gotenberg: Some(&gotenberg),
         conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(100),
@@ -70,6 +71,7 @@ fn transition_time_moves_only_when_the_condition_flips() {
             render: Some(render),
             gotenberg: Some(&g),
             conflicts: &[],
+            applied_generations: (None, None),
             previous,
             last_error: None,
             now,
@@ -96,6 +98,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         render: None,
         gotenberg: None,
         conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(1),
@@ -129,6 +132,7 @@ fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
         render,
         gotenberg: None,
         conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(1),
@@ -153,6 +157,7 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
         render: Some(&render),
         gotenberg: Some(&gotenberg),
         conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: Some(failure.clone()),
         now: at(1),
@@ -175,6 +180,7 @@ fn a_name_held_by_another_object_degrades_the_pool_naming_each_object() {
             render: Some(&render),
             gotenberg: None,
             conflicts,
+            applied_generations: (None, None),
             previous: None,
             last_error: None,
             now: at(1),
@@ -203,4 +209,123 @@ fn a_name_held_by_another_object_degrades_the_pool_naming_each_object() {
     let three = ["A a".to_string(), "B b".into(), "C c".into()];
     assert!(name_conflict(&three).starts_with("A a, B b and C c already exist"));
     assert_eq!(cond(&observe(&[]), DEGRADED).reason, "AsExpected");
+}
+
+/// A render Deployment in the middle of a rollout: generation 2 (observed or not), `updated` of
+/// `desired` on it, every pod ready (the previous spec's serve).
+fn rolling(desired: i32, updated: i32, observed: i64) -> Deployment {
+    let mut d = deployment(desired, desired);
+    d.metadata.generation = Some(2);
+    let status = d.status.as_mut().unwrap();
+    status.observed_generation = Some(observed);
+    status.updated_replicas = Some(updated);
+    d
+}
+
+fn observe_rollout(render: &Deployment, applied: Option<i64>) -> RenderPoolStatus {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 2\ngotenberg:\n  enabled: false")).unwrap());
+    compute(&Observed {
+        pool: "docs",
+        generation: Some(7),
+        plan: &plan,
+        render: Some(render),
+        applied_generations: (applied, None),
+        gotenberg: None,
+        conflicts: &[],
+        previous: None,
+        last_error: None,
+        now: at(1),
+    })
+}
+
+#[test]
+fn ready_waits_for_the_current_spec_while_the_previous_ones_pods_serve() {
+    // Every condition says which generation of the pool it describes.
+    let s = observe_rollout(&rolling(2, 0, 1), None);
+    assert!(s.conditions.iter().all(|c| c.observed_generation == Some(7)), "{s:?}");
+    // The Deployment controller has not seen the new template yet: old pods all ready.
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RollingOut"));
+    assert_eq!(
+        ready.message,
+        "2 of 2 render pods ready (0 on the current spec); pods of the previous spec serve \
+         meanwhile"
+    );
+    assert_eq!(cond(&s, PROGRESSING).status, "True");
+    // Seen, one new pod so far.
+    let s = observe_rollout(&rolling(2, 1, 2), None);
+    assert_eq!(cond(&s, READY).reason, "RollingOut");
+    assert!(
+        cond(&s, READY).message.starts_with("2 of 2 render pods ready (1 on the current spec)")
+    );
+    // Done: every pod on the current spec and ready.
+    let s = observe_rollout(&rolling(2, 2, 2), None);
+    assert_eq!(
+        (cond(&s, READY).status.as_str(), cond(&s, READY).reason.as_str()),
+        ("True", "PoolReady")
+    );
+}
+
+#[test]
+fn a_deployment_this_pass_applied_is_not_taken_for_done_from_the_cache() {
+    // The cache shows the finished rollout of generation 1; the apply just made generation 2.
+    let cached = deployment(2, 2);
+    let s = observe_rollout(&cached, Some(2));
+    assert_eq!(cond(&s, READY).reason, "RollingOut");
+    assert_eq!(cond(&s, PROGRESSING).reason, "RollingOut");
+    // An apply the server found nothing to change in keeps the generation: still ready.
+    let s = observe_rollout(&cached, Some(1));
+    assert_eq!(cond(&s, READY).reason, "PoolReady");
+}
+
+#[test]
+fn a_stuck_rollout_shows_in_ready_the_status_column() {
+    let mut stuck = rolling(2, 1, 2);
+    stuck.status.as_mut().unwrap().conditions =
+        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+            type_: Some("Progressing".into()),
+            status: Some("False".into()),
+            reason: Some("ProgressDeadlineExceeded".into()),
+            ..Default::default()
+        }]);
+    let s = observe_rollout(&stuck, None);
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutStuck"));
+    assert_eq!(cond(&s, DEGRADED).reason, "RolloutStuck");
+}
+
+#[test]
+fn counts_take_the_right_number() {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 1\ncpu: '1'\nmemory: 1Gi")).unwrap());
+    let observe = |render: &Deployment| {
+        let g = deployment(1, 1);
+        compute(&Observed {
+            pool: "docs",
+            generation: Some(1),
+            plan: &plan,
+            render: Some(render),
+            applied_generations: (None, None),
+            gotenberg: Some(&g),
+            conflicts: &[],
+            previous: None,
+            last_error: None,
+            now: at(1),
+        })
+    };
+    let s = observe(&deployment(1, 1));
+    assert_eq!(
+        cond(&s, READY).message,
+        "1 render pod with 1 slot (1 slot in all); 1 gotenberg pod, 1 Office conversion per \
+         render pod"
+    );
+    let s = observe(&deployment(1, 0));
+    assert_eq!(
+        cond(&s, READY).message,
+        "0 of 1 render pod ready, 1 of 1 gotenberg pod ready; check the pods' events if this \
+         persists"
+    );
+    assert_eq!(
+        (count(0, "slot", "slots"), count(2u32, "slot", "slots")),
+        ("0 slots".into(), "2 slots".into())
+    );
 }
