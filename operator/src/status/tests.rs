@@ -21,6 +21,18 @@ fn deployment(desired: i32, ready: i32) -> Deployment {
     d
 }
 
+/// `d` as the Deployment controller leaves it once its progress deadline passed.
+fn past_deadline(mut d: Deployment) -> Deployment {
+    d.status.as_mut().unwrap().conditions =
+        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+            type_: Some("Progressing".into()),
+            status: Some("False".into()),
+            reason: Some("ProgressDeadlineExceeded".into()),
+            ..Default::default()
+        }]);
+    d
+}
+
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(second).unwrap())
 }
@@ -117,14 +129,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
 #[test]
 fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
     let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
-    let mut stuck = deployment(2, 1);
-    stuck.status.as_mut().unwrap().conditions =
-        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
-            type_: Some("Progressing".into()),
-            status: Some("False".into()),
-            reason: Some("ProgressDeadlineExceeded".into()),
-            ..Default::default()
-        }]);
+    let stuck = past_deadline(deployment(2, 1));
     let base = |render| Observed {
         pool: "docs",
         generation: Some(1),
@@ -222,20 +227,30 @@ fn rolling(desired: i32, updated: i32, observed: i64) -> Deployment {
     d
 }
 
-fn observe_rollout(render: &Deployment, applied: Option<i64>) -> RenderPoolStatus {
-    let plan = Ok(validate(&spec_from_yaml("replicas: 2\ngotenberg:\n  enabled: false")).unwrap());
+/// The status of pool `docs` (generation 7) with `spec`, seen in one pass.
+fn observe_pool(
+    spec: &str,
+    render: &Deployment,
+    gotenberg: Option<&Deployment>,
+    applied: Option<i64>,
+) -> RenderPoolStatus {
+    let plan = Ok(validate(&spec_from_yaml(spec)).unwrap());
     compute(&Observed {
         pool: "docs",
         generation: Some(7),
         plan: &plan,
         render: Some(render),
         applied_generations: (applied, None),
-        gotenberg: None,
+        gotenberg,
         conflicts: &[],
         previous: None,
         last_error: None,
         now: at(1),
     })
+}
+
+fn observe_rollout(render: &Deployment, applied: Option<i64>) -> RenderPoolStatus {
+    observe_pool("replicas: 2\ngotenberg:\n  enabled: false", render, None, applied)
 }
 
 #[test]
@@ -280,14 +295,7 @@ fn a_deployment_this_pass_applied_is_not_taken_for_done_from_the_cache() {
 
 #[test]
 fn a_stuck_rollout_shows_in_ready_the_status_column() {
-    let mut stuck = rolling(2, 1, 2);
-    stuck.status.as_mut().unwrap().conditions =
-        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
-            type_: Some("Progressing".into()),
-            status: Some("False".into()),
-            reason: Some("ProgressDeadlineExceeded".into()),
-            ..Default::default()
-        }]);
+    let stuck = past_deadline(rolling(2, 1, 2));
     let s = observe_rollout(&stuck, None);
     let ready = cond(&s, READY);
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutStuck"));
@@ -296,21 +304,9 @@ fn a_stuck_rollout_shows_in_ready_the_status_column() {
 
 #[test]
 fn counts_take_the_right_number() {
-    let plan = Ok(validate(&spec_from_yaml("replicas: 1\ncpu: '1'\nmemory: 1Gi")).unwrap());
+    let g = deployment(1, 1);
     let observe = |render: &Deployment| {
-        let g = deployment(1, 1);
-        compute(&Observed {
-            pool: "docs",
-            generation: Some(1),
-            plan: &plan,
-            render: Some(render),
-            applied_generations: (None, None),
-            gotenberg: Some(&g),
-            conflicts: &[],
-            previous: None,
-            last_error: None,
-            now: at(1),
-        })
+        observe_pool("replicas: 1\ncpu: '1'\nmemory: 1Gi", render, Some(&g), None)
     };
     let s = observe(&deployment(1, 1));
     assert_eq!(
