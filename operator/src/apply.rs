@@ -4,22 +4,29 @@
 //! ([`crate::converge`]): a child that was edited, scaled, mutated or deleted is applied again
 //! (with force, so this manager takes its fields back), one that matches is left alone, so a
 //! steady state sends no writes.
+//!
+//! A child is written only where its name is free or the object under it is this pool's
+//! ([`crate::ownership`]): someone else's object is left untouched and reported as a conflict.
+//! The caches only hold objects with the operator's label, so a name missing from them is looked
+//! up on the API server before anything is created under it.
 
 use crate::build::{Children, Component, child_name, office_share_name};
 use crate::converge::converged;
 use crate::metrics::Metrics;
+use crate::ownership::{Claim, claim, owned_by};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// The one field manager of everything the operator writes.
 pub const MANAGER: &str = "renderpool-operator";
@@ -45,7 +52,7 @@ pub struct Stores {
 #[derive(Debug, thiserror::Error)]
 #[error("{action} {kind} {namespace}/{name}: {source}")]
 pub struct ApplyError {
-    /// apply or delete.
+    /// apply, delete or look up.
     pub action: &'static str,
     /// Object kind.
     pub kind: String,
@@ -70,58 +77,103 @@ pub struct Target<'a> {
     pub namespace: &'a str,
 }
 
+/// What one pass wrote, and the children it left alone because someone else holds their names.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The objects written (`Kind name`, `deleted Kind name`).
+    pub written: Vec<String>,
+    /// The children not written because an object not owned by the pool has the name
+    /// (`Kind name`).
+    pub conflicts: Vec<String>,
+    /// The generation the API server gave each object applied (`Kind name`, generation).
+    pub generations: Vec<(String, i64)>,
+}
+
+/// What became of one child.
+enum Step {
+    /// Already as built, or nothing to delete.
+    Unchanged,
+    /// Applied (with the generation the API server gave it) or deleted.
+    Written(String, Option<i64>),
+    /// Its name is held by an object the pool does not own.
+    Conflict(String),
+}
+
+impl Applied {
+    /// The generation of Deployment `name` if this pass applied it.
+    pub fn generation_of(&self, name: &str) -> Option<i64> {
+        let what = format!("{} {name}", Deployment::kind(&()));
+        self.generations.iter().find(|(w, _)| *w == what).map(|(_, g)| *g)
+    }
+
+    fn record(&mut self, step: Step) {
+        match step {
+            Step::Unchanged => {}
+            Step::Written(what, generation) => {
+                if let Some(generation) = generation {
+                    self.generations.push((what.clone(), generation));
+                }
+                self.written.push(what);
+            }
+            Step::Conflict(what) => self.conflicts.push(what),
+        }
+    }
+}
+
 /// Applies what is not converged in `children` and deletes the Gotenberg pool and the
-/// autoscaler when they are no longer wanted. Returns the objects written.
+/// autoscaler when they are no longer wanted. A child whose name someone else holds is skipped
+/// (and reported), the others are still written.
 pub async fn apply_children(
     target: &Target<'_>,
     pool: &str,
     pool_uid: &str,
     children: Children,
-) -> Result<Vec<String>, ApplyError> {
+) -> Result<Applied, ApplyError> {
     let stores = target.stores;
-    let mut written = Vec::new();
+    let uid = pool_uid;
+    let mut done = Applied::default();
     let render = children.render;
     match children.gotenberg {
         Some(g) => {
             // The share first: new render pods mount it and would wait for it.
-            written.extend(apply_one(target, &stores.config_maps, g.office_share).await?);
-            written.extend(apply_one(target, &stores.network_policies, g.network_policy).await?);
-            written.extend(apply_one(target, &stores.deployments, g.deployment).await?);
-            written.extend(apply_one(target, &stores.services, g.service).await?);
-            written.extend(apply_one(target, &stores.pdbs, g.pdb).await?);
-            written.extend(apply_one(target, &stores.deployments, render.deployment).await?);
+            done.record(apply_one(target, &stores.config_maps, g.office_share, uid).await?);
+            done.record(apply_one(target, &stores.network_policies, g.network_policy, uid).await?);
+            done.record(apply_one(target, &stores.deployments, g.deployment, uid).await?);
+            done.record(apply_one(target, &stores.services, g.service, uid).await?);
+            done.record(apply_one(target, &stores.pdbs, g.pdb, uid).await?);
+            done.record(apply_one(target, &stores.deployments, render.deployment, uid).await?);
         }
         None => {
             // The render pods stop referring to the share before it goes.
-            written.extend(apply_one(target, &stores.deployments, render.deployment).await?);
+            done.record(apply_one(target, &stores.deployments, render.deployment, uid).await?);
             let gotenberg = child_name(pool, Component::Gotenberg);
             for deleted in [
-                delete_if_owned(target, &stores.deployments, &gotenberg, pool_uid).await?,
-                delete_if_owned(target, &stores.services, &gotenberg, pool_uid).await?,
-                delete_if_owned(target, &stores.pdbs, &gotenberg, pool_uid).await?,
-                delete_if_owned(target, &stores.network_policies, &gotenberg, pool_uid).await?,
-                delete_if_owned(target, &stores.config_maps, &office_share_name(pool), pool_uid)
-                    .await?,
+                delete_if_owned(target, &stores.deployments, &gotenberg, uid).await?,
+                delete_if_owned(target, &stores.services, &gotenberg, uid).await?,
+                delete_if_owned(target, &stores.pdbs, &gotenberg, uid).await?,
+                delete_if_owned(target, &stores.network_policies, &gotenberg, uid).await?,
+                delete_if_owned(target, &stores.config_maps, &office_share_name(pool), uid).await?,
             ] {
-                written.extend(deleted);
+                done.record(deleted);
             }
         }
     }
-    written.extend(apply_one(target, &stores.services, render.service).await?);
-    written.extend(apply_one(target, &stores.pdbs, render.pdb).await?);
+    done.record(apply_one(target, &stores.services, render.service, uid).await?);
+    done.record(apply_one(target, &stores.pdbs, render.pdb, uid).await?);
     // Only the autoscaler this pool owns goes: one a person made under the same name stays.
-    written.extend(match children.autoscaler {
-        Some(hpa) => apply_one(target, &stores.autoscalers, hpa).await?,
-        None => delete_if_owned(target, &stores.autoscalers, pool, pool_uid).await?,
+    done.record(match children.autoscaler {
+        Some(hpa) => apply_one(target, &stores.autoscalers, hpa, uid).await?,
+        None => delete_if_owned(target, &stores.autoscalers, pool, uid).await?,
     });
-    Ok(written)
+    Ok(done)
 }
 
 async fn apply_one<K>(
     target: &Target<'_>,
     store: &Store<K>,
     desired: K,
-) -> Result<Option<String>, ApplyError>
+    pool_uid: &str,
+) -> Result<Step, ApplyError>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -132,21 +184,55 @@ where
     let kind = K::kind(&()).to_string();
     let name = desired.name_any();
     let key = ObjectRef::<K>::new(&name).within(target.namespace);
-    if store.get(&key).is_some_and(|existing| converged(existing.as_ref(), &desired, MANAGER)) {
-        return Ok(None);
+    let existing = match store.get(&key) {
+        Some(cached) => Some(cached),
+        None => look_up::<K>(target, &name).await?.map(Arc::new),
+    };
+    match claim(existing.as_deref().map(Resource::meta), pool_uid) {
+        Claim::Theirs => return Ok(Step::Conflict(format!("{kind} {name}"))),
+        Claim::Ours if existing.as_deref().is_some_and(|e| converged(e, &desired, MANAGER)) => {
+            return Ok(Step::Unchanged);
+        }
+        // Between the look-up and the apply, a name found free could be taken: that window is
+        // one round trip, and the next pass reports the object as ours only if it names us.
+        Claim::Free | Claim::Ours => {}
     }
     target.metrics.write(&kind, "apply");
     let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
-    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired)).await.map_err(
-        |source| ApplyError {
+    let stored = api
+        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired))
+        .await
+        .map_err(|source| ApplyError {
             action: "apply",
             kind: kind.clone(),
             namespace: target.namespace.into(),
             name: name.clone(),
             source,
-        },
-    )?;
-    Ok(Some(format!("{kind} {name}")))
+        })?;
+    Ok(Step::Written(format!("{kind} {name}"), stored.meta().generation))
+}
+
+/// The object named `name` on the API server, for a name the label-selected cache lacks. A
+/// list by name rather than a get: the operator's role grants list, and no get.
+async fn look_up<K>(target: &Target<'_>, name: &str) -> Result<Option<K>, ApplyError>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
+    let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+    match api.list(&by_name).await {
+        Ok(list) => Ok(list.items.into_iter().next()),
+        Err(source) => Err(ApplyError {
+            action: "look up",
+            kind: K::kind(&()).to_string(),
+            namespace: target.namespace.into(),
+            name: name.into(),
+            source,
+        }),
+    }
 }
 
 async fn delete_if_owned<K>(
@@ -154,7 +240,7 @@ async fn delete_if_owned<K>(
     store: &Store<K>,
     name: &str,
     pool_uid: &str,
-) -> Result<Option<String>, ApplyError>
+) -> Result<Step, ApplyError>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -163,17 +249,24 @@ where
 {
     let kind = K::kind(&()).to_string();
     let Some(existing) = store.get(&ObjectRef::new(name).within(target.namespace)) else {
-        return Ok(None);
+        return Ok(Step::Unchanged);
     };
-    let owned = existing.owner_references().iter().any(|o| o.uid == pool_uid);
-    if !owned || existing.meta().deletion_timestamp.is_some() {
-        return Ok(None);
+    if !owned_by(existing.meta(), pool_uid) || existing.meta().deletion_timestamp.is_some() {
+        return Ok(Step::Unchanged);
     }
     target.metrics.write(&kind, "delete");
     let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => Ok(Some(format!("deleted {kind} {name}"))),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+    // Only the very object seen as ours: one made since under the same name fails the uid
+    // precondition (409) and stays.
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: existing.uid(), resource_version: None }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(Step::Written(format!("deleted {kind} {name}"), None)),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            Ok(Step::Unchanged)
+        }
         Err(source) => Err(ApplyError {
             action: "delete",
             kind,

@@ -5,7 +5,9 @@ use crate::apply::{ApplyError, MANAGER, Stores, Target, apply_children};
 use crate::build::{Component, MissingMetadata, build, child_name};
 use crate::crd::{LastError, RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
-use crate::status::{Observed, compute};
+use crate::ownership::owned_by;
+use crate::status::{NAME_CONFLICT, Observed, compute, name_conflict};
+use crate::trace::reconcile_span;
 use crate::validate::{SpecError, validate};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -24,9 +26,11 @@ use kube::{Client, Resource, ResourceExt};
 use renderpool_runtime::pacing::Backoff;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Label every child carries; the child watches select on it.
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by=renderpool-operator";
@@ -36,6 +40,9 @@ const RESYNC: Duration = Duration::from_secs(15 * 60);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between retries of a failing pool.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How soon a pool whose child names are taken looks again: the objects holding them carry no
+/// owner reference to the pool, so freeing a name sends the pool no watch event.
+const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
 /// Longest message kept in `status.lastError`.
 const LAST_ERROR_CHARS: usize = 300;
 
@@ -200,31 +207,50 @@ where
     (reader, stream)
 }
 
-async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+/// One reconcile, in its own span (pool, namespace, trace id). A failure is logged and retried
+/// here, inside that span, so kube-runtime's error policy never sees one.
+async fn reconcile(pool: Arc<RenderPool>, ctx: Arc<Context>) -> Result<Action, Infallible> {
+    let span = reconcile_span(&pool.name_any(), &pool.namespace().unwrap_or_default());
+    Ok(reconcile_and_retry(&pool, &ctx).instrument(span).await)
+}
+
+async fn reconcile_and_retry(pool: &RenderPool, ctx: &Context) -> Action {
     let started = Instant::now();
     let key = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
-    let result = reconcile_pool(&pool, &ctx).await;
-    match &result {
+    match reconcile_pool(pool, ctx).await {
         Ok(outcome) => {
-            // Inside kube-runtime's "reconciling object" span, which names the pool and why.
             tracing::debug!(outcome, "reconciled");
             ctx.metrics.reconciled(outcome, started.elapsed());
             if let Ok(mut failures) = ctx.failures.lock() {
                 failures.remove(&key);
             }
+            match outcome {
+                "conflict" => Action::requeue(CONFLICT_RECHECK),
+                _ => Action::requeue(RESYNC),
+            }
         }
         Err(err) => {
             ctx.metrics.reconciled("error", started.elapsed());
             ctx.metrics.failed(err.kind());
+            let (attempt, delay) = match ctx.failures.lock() {
+                Ok(mut failures) => {
+                    let backoff = failures.entry(key).or_insert_with(reconcile_backoff);
+                    let delay = backoff.next_delay();
+                    (backoff.attempts(), delay)
+                }
+                Err(_) => (1, FIRST_BACKOFF),
+            };
+            tracing::error!(error = %err, attempt, retry_in = ?delay, "reconcile failed");
+            Action::requeue(delay)
         }
     }
-    result.map(|_| Action::requeue(RESYNC))
 }
 
 /// One pass over a pool; returns what it did, for the metrics.
 async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str, ReconcileError> {
     if pool.metadata.deletion_timestamp.is_some() {
-        // Children go with the pool through their owner references.
+        // Children go with the pool through their owner references, which only its own
+        // children carry: objects it found under its names were never given one.
         return Ok("deleting");
     }
     let namespace = pool.namespace().ok_or(MissingMetadata("namespace"))?;
@@ -232,6 +258,8 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let uid = pool.uid().ok_or(MissingMetadata("uid"))?;
     let mut plan = validate(&pool.spec);
     let mut applied = Vec::new();
+    let mut conflicts = Vec::new();
+    let mut generations = (None, None);
     let mut refused = None;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
@@ -242,7 +270,11 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
             namespace: &namespace,
         };
         match apply_children(&target, &name, &uid, children).await {
-            Ok(written) => applied = written,
+            Ok(done) => {
+                let generation = |component| done.generation_of(&child_name(&name, component));
+                generations = (generation(Component::Render), generation(Component::Gotenberg));
+                (applied, conflicts) = (done.written, done.conflicts);
+            }
             Err(ApplyError { kind, name, source: kube::Error::Api(status), .. })
                 if status.code == 400 || status.code == 422 =>
             {
@@ -255,22 +287,25 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let last_error = match (&plan, &refused) {
         (Err(err), _) => Some(last_error(err.reason(), &err.to_string())),
         (Ok(_), Some(err)) => Some(last_error(refusal_reason(err), &refusal_message(err))),
+        (Ok(_), None) if !conflicts.is_empty() => {
+            Some(last_error(NAME_CONFLICT, &name_conflict(&conflicts)))
+        }
         (Ok(_), None) => None,
     };
     let owned = |component| {
         let key = ObjectRef::new(&child_name(&name, component)).within(&namespace);
-        ctx.stores
-            .deployments
-            .get(&key)
-            .filter(|d| d.owner_references().iter().any(|o| o.uid == uid))
+        ctx.stores.deployments.get(&key).filter(|d| owned_by(d.meta(), &uid))
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
+
     let status = compute(&Observed {
         pool: &name,
         generation: pool.metadata.generation,
         plan: &plan,
         render: render.as_deref(),
+        applied_generations: generations,
         gotenberg: gotenberg.as_deref(),
+        conflicts: &conflicts,
         previous: pool.status.as_ref(),
         last_error,
         now: Time(
@@ -279,7 +314,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     });
     let mut events = crate::events::transitions(pool.status.as_ref(), &status);
     if !applied.is_empty() {
-        tracing::info!(pool = %name, namespace = %namespace, written = ?applied, "applied children");
+        tracing::info!(written = ?applied, "applied children");
         events.push(crate::events::applied(&applied));
     }
     let changed = pool.status.as_ref() != Some(&status);
@@ -287,20 +322,28 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         // A refused child is the error to retry on; a status that could not say so is logged.
         return Err(match refused {
             Some(refused) => {
-                tracing::warn!(pool = %name, error = %err, "could not record the failure in status");
+                tracing::warn!(error = %err, "could not record the failure in status");
                 refused.into()
             }
             None => err,
         });
     }
     if let Err(err) = &plan {
-        tracing::warn!(pool = %name, namespace = %namespace, reason = err.reason(), error = %err, "spec cannot be applied");
+        tracing::warn!(reason = err.reason(), error = %err, "spec cannot be applied");
+    }
+    if !conflicts.is_empty() {
+        tracing::warn!(
+            ?conflicts,
+            "child names held by objects the pool does not own; left untouched"
+        );
     }
     publish(ctx, pool, events).await;
     if let Some(refused) = refused {
         return Err(refused.into());
     }
-    Ok(if changed {
+    Ok(if !conflicts.is_empty() {
+        "conflict"
+    } else if changed {
         "status"
     } else if applied.is_empty() {
         "unchanged"
@@ -366,18 +409,9 @@ async fn publish(ctx: &Context, pool: &RenderPool, events: Vec<kube::runtime::ev
     }
 }
 
-fn error_policy(pool: Arc<RenderPool>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let key = format!("{}/{}", pool.namespace().unwrap_or_default(), pool.name_any());
-    let (attempt, delay) = match ctx.failures.lock() {
-        Ok(mut failures) => {
-            let backoff = failures.entry(key.clone()).or_insert_with(reconcile_backoff);
-            let delay = backoff.next_delay();
-            (backoff.attempts(), delay)
-        }
-        Err(_) => (1, FIRST_BACKOFF),
-    };
-    tracing::error!(pool = %key, error = %err, attempt, retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
+/// kube-runtime's hook for failed reconciles: there are none, [`reconcile`] retries its own.
+fn error_policy(_: Arc<RenderPool>, never: &Infallible, _: Arc<Context>) -> Action {
+    match *never {}
 }
 
 /// 1 s, 2 s, 4 s, ... capped at five minutes.

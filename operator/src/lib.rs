@@ -13,9 +13,11 @@ pub mod events;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod ownership;
 pub mod probe;
 pub mod requests;
 pub mod status;
+pub mod trace;
 pub mod validate;
 
 #[cfg(test)]

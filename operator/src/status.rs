@@ -26,8 +26,14 @@ pub struct Observed<'a> {
     pub plan: &'a Result<PoolPlan, SpecError>,
     /// The render Deployment as last seen, if it exists.
     pub render: Option<&'a Deployment>,
+    /// The generations the API server gave the Deployments (render, Gotenberg) this pass
+    /// wrote: the cache still shows them as before the write, and a rollout is finished only
+    /// once the Deployment controller has observed the written generation.
+    pub applied_generations: (Option<i64>, Option<i64>),
     /// The Gotenberg Deployment as last seen, if it exists.
     pub gotenberg: Option<&'a Deployment>,
+    /// Children not written because an object the pool does not own has the name (`Kind name`).
+    pub conflicts: &'a [String],
     /// The status currently stored, for transition times.
     pub previous: Option<&'a RenderPoolStatus>,
     /// Why this pass failed, if it did (a refused spec or a refused write).
@@ -50,7 +56,7 @@ struct Rollout {
 }
 
 impl Rollout {
-    fn of(deployment: &Deployment) -> Self {
+    fn of(deployment: &Deployment, applied_generation: Option<i64>) -> Self {
         let status = deployment.status.clone().unwrap_or_default();
         let stuck = status.conditions.unwrap_or_default().iter().any(|c| {
             c.type_.as_deref() == Some("Progressing")
@@ -62,7 +68,8 @@ impl Rollout {
             current: status.replicas.unwrap_or(0),
             updated: status.updated_replicas.unwrap_or(0),
             ready: status.ready_replicas.unwrap_or(0),
-            observed: status.observed_generation >= deployment.metadata.generation,
+            observed: status.observed_generation
+                >= deployment.metadata.generation.max(applied_generation),
             stuck,
         }
     }
@@ -77,8 +84,8 @@ impl Rollout {
 
 /// Computes the status to store.
 pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
-    let render = o.render.map(Rollout::of);
-    let gotenberg = o.gotenberg.map(Rollout::of);
+    let render = o.render.map(|d| Rollout::of(d, o.applied_generations.0));
+    let gotenberg = o.gotenberg.map(|d| Rollout::of(d, o.applied_generations.1));
     let wants_gotenberg = matches!(o.plan, Ok(p) if p.gotenberg.is_some());
     let (ready, progressing, degraded) = conditions(o, render, gotenberg, wants_gotenberg);
     let plan = o.plan.as_ref().ok();
@@ -105,6 +112,32 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
     }
 }
 
+/// Reason of the conditions and `lastError` while another object holds a child's name.
+pub const NAME_CONFLICT: &str = "NameConflict";
+
+/// What a person reads when objects they (or another controller) made hold the pool's child
+/// names: which, that they are left alone, and the ways out.
+pub fn name_conflict(conflicts: &[String]) -> String {
+    let (verb, not) = if conflicts.len() == 1 { ("exists", "is") } else { ("exist", "are") };
+    format!(
+        "{} already {verb} and {not} not owned by this RenderPool, so the operator leaves {} \
+         untouched and does not create {}; delete or rename {}, or give the pool another name",
+        join_and(conflicts),
+        if conflicts.len() == 1 { "it" } else { "them" },
+        if conflicts.len() == 1 { "that child" } else { "those children" },
+        if conflicts.len() == 1 { "it" } else { "them" },
+    )
+}
+
+/// "a", "a and b", "a, b and c".
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// A condition's truth value, reason and message before timestamps are attached.
 type Verdict = (bool, &'static str, String);
 
@@ -126,6 +159,14 @@ fn conditions(
             );
         }
     };
+    if !o.conflicts.is_empty() {
+        let message = name_conflict(o.conflicts);
+        return (
+            (false, NAME_CONFLICT, message.clone()),
+            (false, NAME_CONFLICT, "the pool cannot be completed while its names are taken".into()),
+            (true, NAME_CONFLICT, message),
+        );
+    }
     let mut missing = Vec::new();
     if render.is_none() {
         missing.push("render Deployment");
@@ -148,24 +189,40 @@ fn conditions(
         .collect();
     let summary = parts
         .iter()
-        .map(|(name, r)| format!("{} of {} {name} pods ready", r.ready, r.desired))
+        .map(|(name, r)| {
+            let pods = count(r.desired, &format!("{name} pod"), &format!("{name} pods"));
+            let mut part = format!("{} of {pods} ready", r.ready);
+            if !r.observed || r.updated < r.desired {
+                let updated = if r.observed { r.updated } else { 0 };
+                part.push_str(&format!(" ({updated} on the current spec)"));
+            }
+            part
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let stuck: Vec<&str> = parts.iter().filter(|(_, r)| r.stuck).map(|(n, _)| *n).collect();
     let complete = parts.iter().all(|(_, r)| r.complete());
     let all_ready = parts.iter().all(|(_, r)| r.ready >= r.desired);
-    let ready = if all_ready {
+    let ready = if all_ready && complete {
+        let each = if plan.replicas == 1 { "" } else { " each" };
         let message = format!(
-            "{} render pods with {} slots each ({} slots); {}",
-            plan.replicas,
-            plan.slots.slots,
-            plan.total_slots(),
+            "{} with {}{each} ({} in all); {}",
+            count(plan.replicas, "render pod", "render pods"),
+            count(plan.slots.slots, "slot", "slots"),
+            count(plan.total_slots(), "slot", "slots"),
             plan.gotenberg.map_or("Office conversion disabled".into(), |g| format!(
-                "{} gotenberg pods, {} Office conversions per render pod",
-                g.replicas, g.office_per_pod
+                "{}, {} per render pod",
+                count(g.replicas, "gotenberg pod", "gotenberg pods"),
+                count(g.office_per_pod, "Office conversion", "Office conversions")
             ))
         );
         (true, "PoolReady", message)
+    } else if !stuck.is_empty() {
+        (false, "RolloutStuck", format!("{summary}; the rollout exceeded its progress deadline"))
+    } else if all_ready {
+        // Pods of the previous spec serve, but the current one is not yet what runs: a
+        // `kubectl wait --for=condition=Ready` after an apply waits for it.
+        (false, "RollingOut", format!("{summary}; pods of the previous spec serve meanwhile"))
     } else {
         (false, "PodsNotReady", format!("{summary}; check the pods' events if this persists"))
     };
@@ -202,6 +259,12 @@ fn condition(o: &Observed<'_>, type_: &str, (truth, reason, message): Verdict) -
         last_transition_time: previous
             .map_or_else(|| o.now.clone(), |c| c.last_transition_time.clone()),
     }
+}
+
+/// `n` and the noun in the number it takes: "1 slot", "2 slots", "0 slots".
+fn count<N: Into<i64>>(n: N, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// True when the stored condition `type_` is `True`.

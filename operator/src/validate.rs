@@ -37,6 +37,22 @@ pub enum SpecError {
     /// The render pod's resources cannot hold one slot, or a figure is zero.
     #[error("render pod sizing: {0}; raise spec.memory or lower spec.memoryPerSlot")]
     Sizing(#[from] SizingError),
+    /// spec.memory cannot hold the supervisor and one slot: named with the figures as written.
+    #[error(
+        "spec.memory {memory} cannot hold one slot: it needs at least {needed_mib} MiB, \
+         spec.memoryPerSlot {memory_per_slot} plus the supervisor's {overhead_mib} MiB; raise \
+         spec.memory or lower spec.memoryPerSlot"
+    )]
+    MemoryTooSmall {
+        /// spec.memory as written.
+        memory: String,
+        /// spec.memoryPerSlot as written.
+        memory_per_slot: String,
+        /// The least memory that holds one slot.
+        needed_mib: u64,
+        /// The supervisor's share (its body limit and the Office cache).
+        overhead_mib: u64,
+    },
     /// A figure outside its bounds (the CRD's rules normally refuse these first).
     #[error("{field} is {value}; it must be {allowed}")]
     OutOfRange {
@@ -69,7 +85,9 @@ impl SpecError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Quantity { .. } => "InvalidQuantity",
-            Self::Sizing(SizingError::MemoryTooSmall { .. }) => "MemoryTooSmallForOneSlot",
+            Self::Sizing(SizingError::MemoryTooSmall { .. }) | Self::MemoryTooSmall { .. } => {
+                "MemoryTooSmallForOneSlot"
+            }
             Self::Sizing(SizingError::Zero(_)) => "ZeroSizing",
             Self::Sizing(SizingError::TooLarge(_)) | Self::OutOfRange { .. } => "OutOfRange",
             Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
@@ -146,7 +164,16 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
             supervisor_overhead: supervisor_share(max_body_bytes, OFFICE_CACHE.bytes()),
             override_slots,
         },
-    )?;
+    )
+    .map_err(|err| match err {
+        SizingError::MemoryTooSmall { needed_mib, overhead_mib, .. } => SpecError::MemoryTooSmall {
+            memory: spec.memory.clone(),
+            memory_per_slot: spec.memory_per_slot.clone(),
+            needed_mib,
+            overhead_mib,
+        },
+        other => SpecError::Sizing(other),
+    })?;
     let replicas = spec.replicas;
     let gotenberg = if spec.gotenberg.enabled {
         let g = &spec.gotenberg;
@@ -302,8 +329,12 @@ mod tests {
         let err = validate(&spec_from_yaml("cpu: '2'\nmemory: 600Mi")).unwrap_err();
         assert_eq!(err.reason(), "MemoryTooSmallForOneSlot");
         let text = err.to_string();
-        assert!(text.contains("needs at least 708 MiB"), "{text}");
-        assert!(text.contains("spec.memory"), "{text}");
+        assert_eq!(
+            text,
+            "spec.memory 600Mi cannot hold one slot: it needs at least 708 MiB, \
+             spec.memoryPerSlot 512Mi plus the supervisor's 196 MiB; raise spec.memory or lower \
+             spec.memoryPerSlot"
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Structured logs on stderr (stdout stays for command output): JSON for clusters, text for
-//! people, filtered by `RUST_LOG`.
+//! people, filtered by `RUST_LOG`. Either way a line carries the fields of the spans it was
+//! logged in (JSON: `span` and `spans`), so a span's fields are not repeated on each line.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -19,12 +22,23 @@ pub fn init(format: LogFormat, default_filter: &str) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     // Colour codes only for a person at a terminal, never in collected logs.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+    subscriber(format, filter, std::io::stderr, ansi).init();
+}
+
+/// The subscriber [`init`] installs, writing to `writer` (tests capture its lines).
+pub fn subscriber<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => Box::new(builder.finish()),
+        LogFormat::Json => Box::new(builder.json().flatten_event(true).finish()),
     }
 }

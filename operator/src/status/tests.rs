@@ -21,6 +21,18 @@ fn deployment(desired: i32, ready: i32) -> Deployment {
     d
 }
 
+/// `d` as the Deployment controller leaves it once its progress deadline passed.
+fn past_deadline(mut d: Deployment) -> Deployment {
+    d.status.as_mut().unwrap().conditions =
+        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+            type_: Some("Progressing".into()),
+            status: Some("False".into()),
+            reason: Some("ProgressDeadlineExceeded".into()),
+            ..Default::default()
+        }]);
+    d
+}
+
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(second).unwrap())
 }
@@ -40,6 +52,8 @@ fn ready_pool_reports_slot_figures_and_selector() {
         plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
+        conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(100),
@@ -68,6 +82,8 @@ fn transition_time_moves_only_when_the_condition_flips() {
             plan: &plan,
             render: Some(render),
             gotenberg: Some(&g),
+            conflicts: &[],
+            applied_generations: (None, None),
             previous,
             last_error: None,
             now,
@@ -93,6 +109,8 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         plan: &plan,
         render: None,
         gotenberg: None,
+        conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(1),
@@ -111,20 +129,15 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
 #[test]
 fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
     let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
-    let mut stuck = deployment(2, 1);
-    stuck.status.as_mut().unwrap().conditions =
-        Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
-            type_: Some("Progressing".into()),
-            status: Some("False".into()),
-            reason: Some("ProgressDeadlineExceeded".into()),
-            ..Default::default()
-        }]);
+    let stuck = past_deadline(deployment(2, 1));
     let base = |render| Observed {
         pool: "docs",
         generation: Some(1),
         plan: &plan,
         render,
         gotenberg: None,
+        conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: None,
         now: at(1),
@@ -148,6 +161,8 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
         plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
+        conflicts: &[],
+        applied_generations: (None, None),
         previous: None,
         last_error: Some(failure.clone()),
         now: at(1),
@@ -156,4 +171,157 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
     assert_eq!((s.ready_slots, s.total_slots), (Some(3), Some(12)));
     assert_eq!(s.gotenberg_ready_replicas, Some(0));
     assert_eq!(s.last_error, Some(failure));
+}
+
+#[test]
+fn a_name_held_by_another_object_degrades_the_pool_naming_each_object() {
+    let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
+    let render = deployment(2, 2);
+    let observe = |conflicts: &[String]| {
+        compute(&Observed {
+            pool: "docs",
+            generation: Some(1),
+            plan: &plan,
+            render: Some(&render),
+            gotenberg: None,
+            conflicts,
+            applied_generations: (None, None),
+            previous: None,
+            last_error: None,
+            now: at(1),
+        })
+    };
+    let one = observe(&["Service docs-render".into()]);
+    for type_ in [READY, PROGRESSING, DEGRADED] {
+        assert_eq!(cond(&one, type_).reason, NAME_CONFLICT, "{type_}");
+    }
+    assert_eq!(cond(&one, DEGRADED).status, "True");
+    assert_eq!(cond(&one, READY).status, "False", "all render pods ready, but not its Service");
+    assert_eq!(
+        cond(&one, DEGRADED).message,
+        "Service docs-render already exists and is not owned by this RenderPool, so the \
+         operator leaves it untouched and does not create that child; delete or rename it, or \
+         give the pool another name"
+    );
+    let two = observe(&["HorizontalPodAutoscaler docs".into(), "Service docs-render".into()]);
+    assert!(
+        cond(&two, DEGRADED).message.starts_with(
+            "HorizontalPodAutoscaler docs and Service docs-render already exist and are not owned"
+        ),
+        "{}",
+        cond(&two, DEGRADED).message
+    );
+    let three = ["A a".to_string(), "B b".into(), "C c".into()];
+    assert!(name_conflict(&three).starts_with("A a, B b and C c already exist"));
+    assert_eq!(cond(&observe(&[]), DEGRADED).reason, "AsExpected");
+}
+
+/// A render Deployment in the middle of a rollout: generation 2 (observed or not), `updated` of
+/// `desired` on it, every pod ready (the previous spec's serve).
+fn rolling(desired: i32, updated: i32, observed: i64) -> Deployment {
+    let mut d = deployment(desired, desired);
+    d.metadata.generation = Some(2);
+    let status = d.status.as_mut().unwrap();
+    status.observed_generation = Some(observed);
+    status.updated_replicas = Some(updated);
+    d
+}
+
+/// The status of pool `docs` (generation 7) with `spec`, seen in one pass.
+fn observe_pool(
+    spec: &str,
+    render: &Deployment,
+    gotenberg: Option<&Deployment>,
+    applied: Option<i64>,
+) -> RenderPoolStatus {
+    let plan = Ok(validate(&spec_from_yaml(spec)).unwrap());
+    compute(&Observed {
+        pool: "docs",
+        generation: Some(7),
+        plan: &plan,
+        render: Some(render),
+        applied_generations: (applied, None),
+        gotenberg,
+        conflicts: &[],
+        previous: None,
+        last_error: None,
+        now: at(1),
+    })
+}
+
+fn observe_rollout(render: &Deployment, applied: Option<i64>) -> RenderPoolStatus {
+    observe_pool("replicas: 2\ngotenberg:\n  enabled: false", render, None, applied)
+}
+
+#[test]
+fn ready_waits_for_the_current_spec_while_the_previous_ones_pods_serve() {
+    // Every condition says which generation of the pool it describes.
+    let s = observe_rollout(&rolling(2, 0, 1), None);
+    assert!(s.conditions.iter().all(|c| c.observed_generation == Some(7)), "{s:?}");
+    // The Deployment controller has not seen the new template yet: old pods all ready.
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RollingOut"));
+    assert_eq!(
+        ready.message,
+        "2 of 2 render pods ready (0 on the current spec); pods of the previous spec serve \
+         meanwhile"
+    );
+    assert_eq!(cond(&s, PROGRESSING).status, "True");
+    // Seen, one new pod so far.
+    let s = observe_rollout(&rolling(2, 1, 2), None);
+    assert_eq!(cond(&s, READY).reason, "RollingOut");
+    assert!(
+        cond(&s, READY).message.starts_with("2 of 2 render pods ready (1 on the current spec)")
+    );
+    // Done: every pod on the current spec and ready.
+    let s = observe_rollout(&rolling(2, 2, 2), None);
+    assert_eq!(
+        (cond(&s, READY).status.as_str(), cond(&s, READY).reason.as_str()),
+        ("True", "PoolReady")
+    );
+}
+
+#[test]
+fn a_deployment_this_pass_applied_is_not_taken_for_done_from_the_cache() {
+    // The cache shows the finished rollout of generation 1; the apply just made generation 2.
+    let cached = deployment(2, 2);
+    let s = observe_rollout(&cached, Some(2));
+    assert_eq!(cond(&s, READY).reason, "RollingOut");
+    assert_eq!(cond(&s, PROGRESSING).reason, "RollingOut");
+    // An apply the server found nothing to change in keeps the generation: still ready.
+    let s = observe_rollout(&cached, Some(1));
+    assert_eq!(cond(&s, READY).reason, "PoolReady");
+}
+
+#[test]
+fn a_stuck_rollout_shows_in_ready_the_status_column() {
+    let stuck = past_deadline(rolling(2, 1, 2));
+    let s = observe_rollout(&stuck, None);
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutStuck"));
+    assert_eq!(cond(&s, DEGRADED).reason, "RolloutStuck");
+}
+
+#[test]
+fn counts_take_the_right_number() {
+    let g = deployment(1, 1);
+    let observe = |render: &Deployment| {
+        observe_pool("replicas: 1\ncpu: '1'\nmemory: 1Gi", render, Some(&g), None)
+    };
+    let s = observe(&deployment(1, 1));
+    assert_eq!(
+        cond(&s, READY).message,
+        "1 render pod with 1 slot (1 slot in all); 1 gotenberg pod, 1 Office conversion per \
+         render pod"
+    );
+    let s = observe(&deployment(1, 0));
+    assert_eq!(
+        cond(&s, READY).message,
+        "0 of 1 render pod ready, 1 of 1 gotenberg pod ready; check the pods' events if this \
+         persists"
+    );
+    assert_eq!(
+        (count(0, "slot", "slots"), count(2u32, "slot", "slots")),
+        ("0 slots".into(), "2 slots".into())
+    );
 }

@@ -3,6 +3,7 @@
 
 mod helm;
 mod operator_autoscaling;
+mod operator_conflict;
 mod operator_drift;
 mod operator_lifecycle;
 mod operator_limits;

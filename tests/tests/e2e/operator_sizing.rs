@@ -174,7 +174,7 @@ async fn a_pod_larger_than_any_node_keeps_the_pool_not_ready() {
     })
     .await;
     let (_, _, message) = condition(&pool, "Ready").unwrap();
-    assert!(message.contains("0 of 1 render pods ready"), "{message}");
+    assert!(message.contains("0 of 1 render pod ready"), "{message}");
     // min(20 cores, (4096 - 196) / 512 = 7) = 7: the figures are known even while pods wait.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(7));
 }
