@@ -73,6 +73,10 @@ pub struct Context {
     recorder: Recorder,
     /// The backoff of each pool failing now (gone at its next success).
     failures: Mutex<HashMap<String, Backoff>>,
+    /// The status this operator last wrote for each pool, by uid. The watch cache may still
+    /// hold the one before it; judged against that, a reconcile right after a write would see
+    /// a change that is not one (a condition's transition time moved) and write again.
+    written: Mutex<HashMap<String, RenderPoolStatus>>,
 }
 
 /// Why a reconcile failed (and will be retried with backoff).
@@ -130,6 +134,7 @@ pub async fn run(
             metrics: metrics.clone(),
             recorder: recorder.clone(),
             failures: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         });
         let controller =
             Controller::new(api::<RenderPool>(&client, namespace), watcher::Config::default())
@@ -249,6 +254,9 @@ async fn reconcile_and_retry(pool: &RenderPool, ctx: &Context) -> Action {
 /// One pass over a pool; returns what it did, for the metrics.
 async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str, ReconcileError> {
     if pool.metadata.deletion_timestamp.is_some() {
+        if let (Some(uid), Ok(mut written)) = (pool.uid(), ctx.written.lock()) {
+            written.remove(&uid);
+        }
         // Children go with the pool through their owner references, which only its own
         // children carry: objects it found under its names were never given one.
         return Ok("deleting");
@@ -298,6 +306,9 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
 
+    // What this operator wrote last is newer than the cache whenever the two differ.
+    let previous = ctx.written.lock().ok().and_then(|w| w.get(&uid).cloned());
+    let previous = previous.as_ref().or(pool.status.as_ref());
     let status = compute(&Observed {
         pool: &name,
         generation: pool.metadata.generation,
@@ -306,19 +317,19 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         applied_generations: generations,
         gotenberg: gotenberg.as_deref(),
         conflicts: &conflicts,
-        previous: pool.status.as_ref(),
+        previous,
         last_error,
         now: Time(
             Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH),
         ),
     });
-    let mut events = crate::events::transitions(pool.status.as_ref(), &status);
+    let mut events = crate::events::transitions(previous, &status);
     if !applied.is_empty() {
         tracing::info!(written = ?applied, "applied children");
         events.push(crate::events::applied(&applied));
     }
-    let changed = pool.status.as_ref() != Some(&status);
-    if changed && let Err(err) = write_status(ctx, &namespace, &name, &status).await {
+    let changed = previous != Some(&status);
+    if changed && let Err(err) = write_status(ctx, &namespace, &name, &uid, &status).await {
         // A refused child is the error to retry on; a status that could not say so is logged.
         return Err(match refused {
             Some(refused) => {
@@ -382,6 +393,7 @@ async fn write_status(
     ctx: &Context,
     namespace: &str,
     name: &str,
+    uid: &str,
     status: &RenderPoolStatus,
 ) -> Result<(), ReconcileError> {
     let api: Api<RenderPool> = Api::namespaced(ctx.client.clone(), namespace);
@@ -395,6 +407,9 @@ async fn write_status(
     api.patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
         .await
         .map_err(|e| ReconcileError::Status(format!("{namespace}/{name}"), e))?;
+    if let Ok(mut written) = ctx.written.lock() {
+        written.insert(uid.to_string(), status.clone());
+    }
     Ok(())
 }
 
