@@ -376,8 +376,16 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     let (cluster, _) = node();
     let product = product().await;
     let client = cluster.client().await;
-    let render = product.pods("render").await;
-    assert_eq!(render.len(), 2);
+    // The test before may have replaced a pod: wait for two that serve.
+    let render = wait::until("two ready render pods", Duration::from_secs(120), || async {
+        let render = product.pods("render").await;
+        if render.len() == 2 && render.iter().all(is_ready) {
+            Ok(render)
+        } else {
+            Err(render.iter().map(|p| (pod_name(p).to_string(), is_ready(p))).collect::<Vec<_>>())
+        }
+    })
+    .await;
     let (leaving, staying) = (&render[0], &render[1]);
 
     // Renders in flight on the pod that is about to go: watermarking the 113 pages of R-intro

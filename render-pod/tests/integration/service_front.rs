@@ -283,8 +283,11 @@ async fn a_chunked_upload_reserves_as_it_comes_and_is_refused_past_the_budget() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_shorter_than_the_expected_wait_is_refused_before_it_queues() {
-    let server =
-        Arc::new(Server::start(&common::flags(&["--slots", "1"], &common::ALLOW_SLOW_RENDER)));
+    // A deadline far past a 1200 dpi page even on a loaded machine: only the client's
+    // Request-Timeout may end these jobs.
+    let flags =
+        common::flags(&["--slots", "1", "--job-deadline-ms", "120000"], &common::ALLOW_SLOW_RENDER);
+    let server = Arc::new(Server::start(&flags));
     server.wait_ready().await;
     let gnuplot = doc("pdf/gnuplot.pdf");
     // One slow render teaches the service how long a job takes.

@@ -74,7 +74,13 @@ async fn a_ready_pool_is_left_untouched() {
     .await;
     let line =
         reconciled.unwrap_or_else(|t| panic!("{t} (new log lines); log:\n{}", operator.log()));
-    assert!(line.contains("unchanged"), "the reconcile changed something: {line}");
+    if !line.contains("unchanged") {
+        let now = pools.get("calm").await.unwrap().status;
+        panic!(
+            "the reconcile changed something: {line}\nstatus before: {:?}\nstatus after: {now:?}",
+            pool.status
+        );
+    }
     let at_rest = writes().split_off(before);
     assert!(at_rest.is_empty(), "written at rest: {at_rest:?}");
     assert_eq!(pools.get("calm").await.unwrap().resource_version(), pool.resource_version());
