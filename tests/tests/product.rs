@@ -183,6 +183,8 @@ async fn post(url: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
 /// A pod that has finished none has no such series yet: 0, so a caller compares before and
 /// after, and proves the counter's name on a pod that did answer one (see the drain test).
 async fn info_jobs(pod: &Pod) -> Option<f64> {
+    // A pod given no address yet (a replacement still starting) answers nothing either.
+    pod.status.as_ref()?.pod_ip.as_ref()?;
     let url = format!("{}/metrics", pod_url(pod));
     let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
     Some(metrics::value(&text, "renderpod_jobs_total", &["op=\"info\""]).unwrap_or(0.0))
