@@ -104,18 +104,32 @@ impl ReconcileError {
     }
 }
 
-/// Runs the controller over `scope` until `shutdown` resolves. Call only while holding the lease.
+/// The caches did not fill in time: a watch that keeps failing (a right missing, an API server
+/// connection that hangs). A leader in that state reconciles nothing and is never ready, so it
+/// gives up rather than hold the lease.
+#[derive(Debug, thiserror::Error)]
+#[error("caches not synced after {}s: {}", .after.as_secs(), .pending.join(", "))]
+pub struct SyncTimeout {
+    /// How long it waited.
+    pub after: Duration,
+    /// The caches still empty, as `Kind` or `Kind in namespace`.
+    pub pending: Vec<String>,
+}
+
+/// Runs the controller over `scope` until `shutdown` resolves, calling `ready` once every cache
+/// is filled; fails if that takes longer than `sync_timeout`. Call only while holding the lease.
 pub async fn run(
     client: Client,
     scope: &Scope,
     metrics: Arc<Metrics>,
     reporter: Reporter,
     ready: impl Fn() + Send + 'static,
+    sync_timeout: Duration,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+) -> Result<(), SyncTimeout> {
     let shutdown = shutdown.shared();
     let recorder = Recorder::new(client.clone(), reporter);
-    let mut synced = Vec::new();
+    let mut caches = Vec::new();
     let mut controllers = Vec::new();
     for namespace in scope.namespaces() {
         let (deployments, deployment_events) = child_reflector::<Deployment>(&client, namespace);
@@ -145,7 +159,7 @@ pub async fn run(
                 .owns_stream(network_policy_events)
                 .owns_stream(autoscaler_events)
                 .graceful_shutdown_on(shutdown.clone());
-        synced.push(all_synced(controller.store(), stores).boxed());
+        caches.push(Caches { namespace, pools: controller.store(), stores });
         controllers.push(
             controller
                 .run(reconcile, error_policy, ctx)
@@ -158,13 +172,80 @@ pub async fn run(
         );
     }
     // Ready once every cache is filled: before that, a pool would look childless.
-    tokio::spawn(async move {
-        if futures::future::join_all(synced).await.into_iter().all(|ok| ok) {
-            tracing::info!("caches synced");
-            ready();
+    let watchdog = async {
+        let filled = futures::future::join_all(caches.iter().map(Caches::filled));
+        match tokio::time::timeout(sync_timeout, filled).await {
+            Ok(filled) => {
+                if filled.into_iter().all(|ok| ok) {
+                    tracing::info!("caches synced");
+                    ready();
+                }
+                // Synced, or the controllers ended (their writers dropped): nothing to watch.
+                std::future::pending::<SyncTimeout>().await
+            }
+            Err(_) => SyncTimeout {
+                after: sync_timeout,
+                pending: caches.iter().flat_map(Caches::pending).collect(),
+            },
         }
-    });
-    futures::future::join_all(controllers).await;
+    };
+    tokio::select! {
+        _ = futures::future::join_all(controllers) => Ok(()),
+        timeout = watchdog => Err(timeout),
+    }
+}
+
+/// The caches of one watched namespace (`None`: all of them).
+struct Caches<'a> {
+    namespace: Option<&'a str>,
+    pools: reflector::Store<RenderPool>,
+    stores: Stores,
+}
+
+impl Caches<'_> {
+    /// Waits until every cache has its first full list; false if a writer went away first.
+    async fn filled(&self) -> bool {
+        let stores = &self.stores;
+        let filled = futures::join!(
+            self.pools.wait_until_ready(),
+            stores.deployments.wait_until_ready(),
+            stores.services.wait_until_ready(),
+            stores.pdbs.wait_until_ready(),
+            stores.config_maps.wait_until_ready(),
+            stores.network_policies.wait_until_ready(),
+            stores.autoscalers.wait_until_ready()
+        );
+        matches!(filled, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
+    }
+
+    /// The kinds whose cache has not had its first full list yet, named for a log line.
+    fn pending(&self) -> Vec<String> {
+        let stores = &self.stores;
+        let kinds = [
+            ("RenderPool", unsynced(&self.pools)),
+            ("Deployment", unsynced(&stores.deployments)),
+            ("Service", unsynced(&stores.services)),
+            ("PodDisruptionBudget", unsynced(&stores.pdbs)),
+            ("ConfigMap", unsynced(&stores.config_maps)),
+            ("NetworkPolicy", unsynced(&stores.network_policies)),
+            ("HorizontalPodAutoscaler", unsynced(&stores.autoscalers)),
+        ];
+        let place = self.namespace.map(|ns| format!(" in {ns}")).unwrap_or_default();
+        kinds
+            .into_iter()
+            .filter(|(_, unsynced)| *unsynced)
+            .map(|(kind, _)| format!("{kind}{place}"))
+            .collect()
+    }
+}
+
+/// Whether `store` has yet to receive its first full list (checked without waiting).
+fn unsynced<K>(store: &reflector::Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    !matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -175,19 +256,6 @@ where
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     }
-}
-
-async fn all_synced(pools: reflector::Store<RenderPool>, stores: Stores) -> bool {
-    let synced = futures::join!(
-        pools.wait_until_ready(),
-        stores.deployments.wait_until_ready(),
-        stores.services.wait_until_ready(),
-        stores.pdbs.wait_until_ready(),
-        stores.config_maps.wait_until_ready(),
-        stores.network_policies.wait_until_ready(),
-        stores.autoscalers.wait_until_ready()
-    );
-    matches!(synced, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
 }
 
 /// A reflector over the operator's children of one kind, as a trigger stream and its cache.

@@ -1,7 +1,7 @@
 //! Leader election on a Lease: only the holder runs the controller; a standby waits, and takes
 //! over when the holder releases the lease or stops renewing it.
 
-use crate::controller::{self, Scope};
+use crate::controller::{self, Scope, SyncTimeout};
 use crate::metrics::Metrics;
 use kube::Client;
 use kube::runtime::events::Reporter;
@@ -24,6 +24,30 @@ pub struct LeaseConfig {
     pub duration_seconds: u64,
     /// The namespaces the leader reconciles.
     pub scope: Scope,
+    /// How long a new leader may take to fill its caches before it gives the lease up.
+    pub sync_timeout: Duration,
+}
+
+/// Longest wait for the Lease to be read or created at start-up: the client has no read timeout,
+/// and a process stuck here is neither ready nor competing.
+const LEASE_SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why leader election ended other than by a shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// Reading, creating or renewing the Lease failed.
+    #[error("lease {name}: {source}")]
+    Lease {
+        name: String,
+        #[source]
+        source: LeaseManagerError,
+    },
+    /// The Lease could not be read or created in time.
+    #[error("lease {name}: no answer from the API server after {}s", LEASE_SETUP_TIMEOUT.as_secs())]
+    LeaseSetupTimeout { name: String },
+    /// As leader, the caches did not fill; the lease was released so a standby can lead.
+    #[error(transparent)]
+    Sync(#[from] SyncTimeout),
 }
 
 /// Readiness: the lease manager works, and, when leading, the caches are synced.
@@ -49,18 +73,22 @@ pub async fn run(
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), LeaseManagerError> {
+) -> Result<(), LeaderError> {
     let grace = (lease.duration_seconds / 3).max(1);
-    let manager = LeaseManagerBuilder::new(client.clone(), &lease.name)
+    let build = LeaseManagerBuilder::new(client.clone(), &lease.name)
         .with_namespace(&lease.namespace)
         .with_identity(&lease.identity)
         .with_duration(lease.duration_seconds)
         .with_grace(grace)
         .with_field_manager(format!("renderpool-operator-lease-{}", lease.identity))
-        .build()
-        .await?;
+        .build();
+    let manager = tokio::time::timeout(LEASE_SETUP_TIMEOUT, build)
+        .await
+        .map_err(|_| LeaderError::LeaseSetupTimeout { name: lease.name.clone() })?
+        .map_err(|source| LeaderError::Lease { name: lease.name.clone(), source })?;
     readiness.lease_ok.store(true, Ordering::Release);
     let (mut leading, task) = manager.watch().await;
+    let mut outcome = Ok(());
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "waiting for the lease");
     loop {
         tokio::select! {
@@ -84,12 +112,13 @@ pub async fn run(
             controller: "renderpool-operator".into(),
             instance: Some(lease.identity.clone()),
         };
-        controller::run(
+        let ran = controller::run(
             client.clone(),
             &lease.scope,
             metrics.clone(),
             reporter,
             move || synced.synced.store(true, Ordering::Release),
+            lease.sync_timeout,
             async move {
                 let _ = quit_rx.await;
             },
@@ -99,6 +128,12 @@ pub async fn run(
         metrics.set_leader(false);
         readiness.leading.store(false, Ordering::Release);
         readiness.synced.store(false, Ordering::Release);
+        if let Err(timeout) = ran {
+            // Exiting restarts the process with fresh connections; meanwhile a standby leads.
+            tracing::error!(error = %timeout, "giving up the lease");
+            outcome = Err(timeout.into());
+            break;
+        }
         if *stop.borrow() {
             break;
         }
@@ -110,5 +145,5 @@ pub async fn run(
         Err(_) => tracing::warn!("releasing the lease timed out"),
         _ => tracing::info!("lease released"),
     }
-    Ok(())
+    outcome
 }

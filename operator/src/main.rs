@@ -60,6 +60,10 @@ struct RunArgs {
     /// Seconds the Lease stays valid without renewal; a crashed leader is replaced after this.
     #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15)]
     lease_duration_seconds: u64,
+    /// Seconds a new leader may take to fill its caches (the first list of every watched kind);
+    /// past it, the process releases the lease and exits, so it restarts with fresh connections.
+    #[arg(long, env = "SYNC_TIMEOUT_SECONDS", default_value_t = 60)]
+    sync_timeout_seconds: u64,
     /// Identity in the Lease [default: POD_NAME, else <hostname>-<pid>].
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -129,6 +133,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         identity: args.identity.unwrap_or_else(default_identity),
         duration_seconds: args.lease_duration_seconds.max(2),
         scope,
+        sync_timeout: std::time::Duration::from_secs(args.sync_timeout_seconds.max(1)),
     };
     let result = leader::run(client, lease, metrics, readiness, stop_rx).await;
     server.abort();

@@ -96,7 +96,16 @@ impl ChartInstall {
                 .kubectl()
                 .args(["get", "pods,events", "-o", "wide"])
                 .args(["-n", RELEASE_NAMESPACE]));
-            panic!("helm install: {err}\n{}", pods.unwrap_or_else(|err| err.to_string()));
+            // Why a pod is not ready is in its own log.
+            let logs = run(cluster
+                .kubectl()
+                .args(["logs", "--prefix", "--tail=60", "--all-containers"])
+                .args(["-l", &format!("app.kubernetes.io/instance={RELEASE}")])
+                .args(["-n", RELEASE_NAMESPACE]));
+            let show = |out: Result<String, _>| {
+                out.unwrap_or_else(|err: crate::cluster::ClusterError| err.to_string())
+            };
+            panic!("helm install: {err}\n{}\n{}", show(pods), show(logs));
         }
         run(cluster.kubectl().args([
             "wait",
@@ -154,6 +163,25 @@ impl OperatorProcess {
 
     /// As [`Self::start`], running `binary` (e.g. a release build for a benchmark).
     pub async fn start_binary(install: &ChartInstall, binary: PathBuf) -> OperatorProcess {
+        Self::spawn(binary, &install.kubeconfig, &install.watch_namespaces, &[]).await
+    }
+
+    /// An operator acting with `kubeconfig`'s rights (not the chart's) over `namespaces`, with
+    /// `args` after the usual ones (a later flag wins).
+    pub async fn start_as(
+        kubeconfig: &std::path::Path,
+        namespaces: &[String],
+        args: &[&str],
+    ) -> OperatorProcess {
+        Self::spawn(workspace_bin("renderpool-operator"), kubeconfig, namespaces, args).await
+    }
+
+    async fn spawn(
+        binary: PathBuf,
+        kubeconfig: &std::path::Path,
+        namespaces: &[String],
+        args: &[&str],
+    ) -> OperatorProcess {
         let cluster = Cluster::shared();
         let identity = format!("test-operator-{}", STARTED.fetch_add(1, Ordering::Relaxed));
         let port = free_port();
@@ -164,10 +192,11 @@ impl OperatorProcess {
         command
             .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--identity", &identity])
             .args(["--log-format", "text"])
+            .args(args)
             .env("RUST_LOG", LOG_FILTER)
             // What the chart's Deployment passes in the same install mode.
-            .env("WATCH_NAMESPACES", install.watch_namespaces.join(","))
-            .env("KUBECONFIG", &install.kubeconfig)
+            .env("WATCH_NAMESPACES", namespaces.join(","))
+            .env("KUBECONFIG", kubeconfig)
             .env("POD_NAMESPACE", RELEASE_NAMESPACE)
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap_or_else(|err| panic!("{identity} log: {err}")))
@@ -209,6 +238,11 @@ impl OperatorProcess {
     /// Everything it has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How it ended, or `None` while it runs.
+    pub fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        process::exit_status(self.pid)
     }
 
     /// Kills it at once (SIGKILL), as a crashed node would.

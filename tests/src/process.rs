@@ -91,6 +91,13 @@ pub(crate) fn signal(pid: u32, signal: libc::c_int) {
     });
 }
 
+/// How the child with `pid` ended, or `None` while it runs (or if this module did not spawn it).
+pub(crate) fn exit_status(pid: u32) -> Option<std::process::ExitStatus> {
+    let mut registry = lock();
+    let child = registry.children.iter_mut().find(|child| child.id() == pid)?;
+    child.try_wait().ok().flatten()
+}
+
 /// Removes `folder` when the test process exits (after its processes are stopped).
 pub(crate) fn remove_on_exit(folder: PathBuf) {
     lock().folders.push(folder);

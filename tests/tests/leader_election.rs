@@ -71,3 +71,104 @@ async fn only_the_lease_holder_reconciles_and_the_standby_takes_over() {
     wait_pool(&pools, "second", Duration::from_secs(90), is_settled).await;
     assert!(reconciles(standby).await > 0.0, "the new leader reconciles");
 }
+
+/// A leader whose watches cannot fill its caches (here: the chart's rights less NetworkPolicies)
+/// is never ready and reconciles nothing; it must not sit on the lease. It releases it and exits
+/// non-zero, naming the cache, so the kubelet restarts it and a standby can lead meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_caches_cannot_fill_releases_the_lease_and_exits_naming_them() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{
+        ClusterRole, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+    };
+    use kube::api::{ObjectMeta, PostParams};
+    use renderpool_tests::operator::RELEASE;
+
+    ChartInstall::shared().await;
+    let cluster = Cluster::shared();
+    let client = cluster.client().await;
+    let ns = cluster.namespace("op-blind").await;
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.name().into()),
+        ..Default::default()
+    };
+    let chart_role = Api::<ClusterRole>::all(client.clone()).get(RELEASE).await.unwrap();
+    let mut rules: Vec<PolicyRule> = chart_role.rules.unwrap_or_default();
+    let before = rules.len();
+    rules.retain(|rule| !rule.resources.iter().flatten().any(|r| r == "networkpolicies"));
+    assert_eq!(rules.len() + 1, before, "the chart grants NetworkPolicies in one rule");
+    rules.push(PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".into()]),
+        resources: Some(vec!["leases".into()]),
+        verbs: vec!["create".into(), "get".into(), "patch".into()],
+        ..Default::default()
+    });
+    let post = PostParams::default();
+    let name = "blind-operator";
+    Api::<ServiceAccount>::namespaced(client.clone(), ns.name())
+        .create(&post, &ServiceAccount { metadata: meta(name), ..Default::default() })
+        .await
+        .unwrap();
+    Api::<Role>::namespaced(client.clone(), ns.name())
+        .create(&post, &Role { metadata: meta(name), rules: Some(rules) })
+        .await
+        .unwrap();
+    let binding = RoleBinding {
+        metadata: meta(name),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: name.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: name.into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), ns.name())
+        .create(&post, &binding)
+        .await
+        .unwrap();
+    let token = renderpool_tests::cluster::run(cluster.kubectl().args([
+        "create",
+        "token",
+        name,
+        "--namespace",
+        ns.name(),
+    ]))
+    .unwrap();
+    let kubeconfig = cluster.kubeconfig_for_token(name, token.trim());
+
+    let op = OperatorProcess::start_as(
+        &kubeconfig,
+        &[ns.name().to_string()],
+        &["--lease-namespace", ns.name(), "--lease-name", name, "--sync-timeout-seconds", "10"],
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns.name());
+    let held = wait::try_until(
+        "the blind operator holding its lease",
+        Duration::from_secs(60),
+        || async {
+            let lease = leases.get_opt(name).await.ok().flatten();
+            let holder = lease.and_then(|l| l.spec?.holder_identity);
+            holder.as_deref() == Some(op.identity())
+        },
+    )
+    .await;
+    held.unwrap_or_else(|t| panic!("{t}; its log:\n{}", op.log()));
+    let status = wait::until("the blind operator to exit", Duration::from_secs(60), || async {
+        op.exit_status().ok_or("running")
+    })
+    .await;
+    let log = op.log();
+    assert!(!status.success(), "{status}; its log:\n{log}");
+    let expected = format!("caches not synced after 10s: NetworkPolicy in {}", ns.name());
+    assert!(log.contains(&expected), "no `{expected}` in its log:\n{log}");
+    let lease = leases.get(name).await.unwrap();
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder, None, "the lease is released; its log:\n{log}");
+}
