@@ -93,8 +93,9 @@ pub(super) fn with_etag(mut response: Response, etag: Option<&str>) -> Response 
     response
 }
 
-pub(super) fn query(request: &Request) -> Result<Query, ApiError> {
-    QueryExtractor::<Query>::try_from_uri(request.uri())
+/// The query string of `uri`, parsed into names and values.
+pub(super) fn query_of(uri: &axum::http::Uri) -> Result<Query, ApiError> {
+    QueryExtractor::<Query>::try_from_uri(uri)
         .map(|q| q.0)
         .map_err(|e| ApiError::invalid(e.body_text()))
 }
@@ -104,7 +105,7 @@ pub(super) fn before_body<T>(
     request: Request,
     parse: impl FnOnce(&Query) -> Result<T, ApiError>,
 ) -> Result<(Request, T), ApiError> {
-    match query(&request).and_then(|q| parse(&q)) {
+    match query_of(request.uri()).and_then(|q| parse(&q)) {
         Ok(value) => Ok((request, value)),
         Err(error) => Err(input::refuse(request, error)),
     }

@@ -98,7 +98,12 @@ pub fn request_timeout(headers: &HeaderMap) -> Result<Option<Duration>, ApiError
     if !(secs > 0.0 && secs <= 86_400.0) {
         return Err(bad());
     }
-    Ok(Some(Duration::from_secs_f64(secs)))
+    // 1e-300 is above 0 but rounds to no time at all.
+    let timeout = Duration::from_secs_f64(secs);
+    if timeout.is_zero() {
+        return Err(bad());
+    }
+    Ok(Some(timeout))
 }
 
 /// Whether the client asks for the streaming form (`Accept: application/x-ndjson`).
@@ -190,7 +195,7 @@ mod tests {
         let t = |v| request_timeout(&headers(&[("request-timeout", v)]));
         assert_eq!(t("2.5").unwrap(), Some(Duration::from_millis(2500)));
         assert_eq!(t(" 30 ").unwrap(), Some(Duration::from_secs(30)));
-        for bad in ["0", "-1", "abc", "NaN", "inf", "1e9", ""] {
+        for bad in ["0", "-1", "abc", "NaN", "inf", "1e9", "", "1e-300"] {
             assert_eq!(t(bad).unwrap_err().code, "invalid_request", "{bad:?}");
         }
     }

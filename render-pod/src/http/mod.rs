@@ -8,6 +8,8 @@ pub mod budget;
 mod documents;
 mod error;
 pub mod etag;
+#[doc(hidden)]
+pub mod fuzz_entries;
 mod health;
 mod input;
 mod metrics;
