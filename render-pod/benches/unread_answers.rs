@@ -58,11 +58,13 @@ async fn unread_answers(flags: &[&str]) -> Unread {
     tokio::time::sleep(Duration::from_secs(3)).await;
     reserved_peak = reserved_peak.max(server.metric("renderpod_answer_reserved_bytes", &[]).await);
     let text = server.metrics_text().await;
-    let refused = renderpool_testkit::metrics::sum(
+    // No series until an answer is refused (never, without the budget).
+    let refused = renderpool_testkit::metrics::value(
         &text,
         "renderpod_rejections_total",
         &["reason=\"answer_budget\""],
-    );
+    )
+    .unwrap_or(0.0);
     let peak_mib = raw::peak_rss(server.pid()) as f64 / MIB;
     drop(clients);
     Unread { answer_mib, peak_mib, reserved_peak_mib: reserved_peak / MIB, refused }
