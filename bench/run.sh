@@ -6,6 +6,8 @@
 #             (render-pod/benches/service.rs)
 #   front:    the upload flood: supervisor peak RSS, time to a 503, /healthz during it
 #             (render-pod/benches/front.rs)
+#   unread_answers: the supervisor's peak RSS under answers nobody reads, answer budget on
+#             against off, and the budget's cost on the service path (render-pod/benches/unread_answers.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
 #   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
 #             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 setup_env=$(scripts/setup.sh --office)
 eval "$setup_env"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in service front encoding; do
+for bench in service front unread_answers encoding; do
     echo
     echo "### cargo bench -p render-pod --bench $bench"
     cargo bench -p render-pod --bench "$bench" 2>&1 | grep -v '^\[server\]'

@@ -197,29 +197,7 @@ async fn service_throughput(
     concurrency: usize,
     passes: u32,
 ) -> f64 {
-    let pages: Vec<u32> = (0..passes).flat_map(|_| 1..=PAGES).collect();
-    let total = pages.len();
-    let queue = Arc::new(std::sync::Mutex::new(pages));
-    let start = Instant::now();
-    let clients: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (server, bytes, queue) = (server.clone(), bytes.clone(), queue.clone());
-            tokio::spawn(async move {
-                loop {
-                    let Some(page) = queue.lock().unwrap().pop() else { return };
-                    let response = server
-                        .post(&format!("/v1/render?page={page}&dpi=150"), bytes.to_vec())
-                        .await;
-                    assert_eq!(response.status(), 200);
-                    response.bytes().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.unwrap();
-    }
-    total as f64 / start.elapsed().as_secs_f64()
+    common::render_throughput(server, bytes, PAGES, concurrency, passes).await
 }
 
 /// `/healthz` latencies while clients keep every slot busy and the queue full.

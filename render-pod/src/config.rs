@@ -72,11 +72,23 @@ pub struct ServeArgs {
     #[arg(long, env = env::UPLOAD_ADMIT_SHARE, default_value_t = ADMIT_SHARE,
           value_parser = parse_share)]
     pub upload_admit_share: f64,
+    /// Bytes answers waiting to be written may hold in the supervisor at once, e.g. 64Mi, or
+    /// `off`: each answer is reserved before it is read from its worker and held until written
+    /// to the socket; past the budget it is dropped with 503 answer_budget_exhausted and
+    /// Retry-After (one larger than the whole budget: 422 answer_too_large). Default: the
+    /// upload budget's derived size (room for one largest PDF).
+    #[arg(long, env = env::ANSWER_BUDGET, value_parser = parse_answer_budget)]
+    pub answer_budget: Option<AnswerBudget>,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for
     /// one (so an idle keep-alive connection is closed after it too).
     #[arg(long, env = env::HEADER_READ_TIMEOUT_MS, default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_read_timeout_ms: u64,
+    /// Milliseconds a write to a client may wait for the client to read before the connection
+    /// is cut off (and the answer's memory freed).
+    #[arg(long, env = env::WRITE_TIMEOUT_MS, default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub write_timeout_ms: u64,
     /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
     /// with 408 body_too_slow.
     #[arg(long, env = env::BODY_MIN_RATE, value_parser = parse_memory_bytes,
@@ -86,8 +98,8 @@ pub struct ServeArgs {
     #[arg(long, env = env::BODY_IDLE_TIMEOUT_MS, default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_idle_timeout_ms: u64,
-    /// Enforce the upload budget, the body rate and idle limits and the header read timeout.
-    /// `false` only for measuring what they cost.
+    /// Enforce the upload budget, the body rate and idle limits and the header read and write
+    /// timeouts. `false` only for measuring what they cost.
     #[arg(long, env = env::FRONT_LIMITS, default_value_t = true,
           action = clap::ArgAction::Set)]
     pub front_limits: bool,
@@ -212,6 +224,22 @@ impl ServeArgs {
         }
     }
 
+    /// The byte budget for answers waiting to be written: `--answer-budget`, or the size the
+    /// upload budget is derived to (one largest body's worth: the largest PDF answer); no limit
+    /// with `--answer-budget off`.
+    pub fn answer_budget(&self) -> Result<u64, UploadBudgetError> {
+        match self.answer_budget {
+            Some(AnswerBudget::Off) => Ok(u64::MAX),
+            Some(AnswerBudget::Bytes(budget)) => Ok(budget),
+            None => derived_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
+                UploadBudgetError::NothingLeft {
+                    supervisor_overhead: self.supervisor_overhead(),
+                    office_cache_bytes: self.office_cache_bytes,
+                },
+            ),
+        }
+    }
+
     /// How bodies must arrive: at most the budget (a body that can never fit is 413, not a 503
     /// to retry forever), and within the rate and idle limits unless they are switched off.
     pub fn body_limits(&self, upload_budget: u64) -> BodyLimits {
@@ -229,6 +257,7 @@ impl ServeArgs {
             header_read_timeout: self
                 .front_limits
                 .then(|| Duration::from_millis(self.header_read_timeout_ms)),
+            write_timeout: self.front_limits.then(|| Duration::from_millis(self.write_timeout_ms)),
         }
     }
 
@@ -290,6 +319,26 @@ fn parse_share(value: &str) -> Result<f64, String> {
         Ok(share)
     } else {
         Err(format!("{value:?} is not a fraction above 0 and at most 1"))
+    }
+}
+
+/// `--answer-budget`: a size, or no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerBudget {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// No limit (only for measuring what the budget costs).
+    Off,
+}
+
+/// A size above 0 (`64Mi`), or `off`.
+fn parse_answer_budget(value: &str) -> Result<AnswerBudget, String> {
+    if value.trim().eq_ignore_ascii_case("off") {
+        return Ok(AnswerBudget::Off);
+    }
+    match parse_memory_bytes(value).map_err(|e| e.to_string())? {
+        0 => Err("an answer budget of 0 would refuse every answer (`off` lifts it)".into()),
+        bytes => Ok(AnswerBudget::Bytes(bytes)),
     }
 }
 
@@ -436,6 +485,22 @@ mod tests {
         let on = serve(&[]);
         assert_eq!(on.connection_limits().header_read_timeout, Some(Duration::from_secs(10)));
         assert_eq!(on.body_limits(1 << 30).min_rate, Some(32 << 10));
+    }
+
+    #[test]
+    fn the_answer_budget_defaults_to_the_upload_budgets_size_and_can_be_set_or_lifted() {
+        let mib = 1u64 << 20;
+        assert_eq!(serve(&[]).answer_budget().unwrap(), 100 * mib);
+        let tight = serve(&["--supervisor-overhead", "128Mi"]);
+        assert_eq!(tight.answer_budget().unwrap(), 32 * mib);
+        assert_eq!(serve(&["--answer-budget", "8Mi"]).answer_budget().unwrap(), 8 * mib);
+        assert_eq!(serve(&["--answer-budget", "off"]).answer_budget().unwrap(), u64::MAX);
+        assert!(Cli::try_parse_from(["serve", "--answer-budget", "0"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--answer-budget", "lots"]).is_err());
+        // The write timeout is on by default and goes with the other front limits.
+        let on = serve(&["--write-timeout-ms", "1500"]);
+        assert_eq!(on.connection_limits().write_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_timeout, None);
     }
 
     #[test]

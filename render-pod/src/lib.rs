@@ -1,5 +1,6 @@
 //! render-pod: PDFium page images, text, watermarks and Office conversion, one process per slot.
 
+pub mod byte_budget;
 pub mod config;
 pub mod drain;
 pub mod encode;

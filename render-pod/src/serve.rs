@@ -6,11 +6,11 @@ use std::time::Duration;
 use renderpool_runtime::listen;
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
+use crate::byte_budget::ByteBudget;
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
 use crate::engine::worker::WorkerOptions;
 use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
-use crate::http::budget::ByteBudget;
 use crate::http::etag::EngineVersion;
 use crate::http::{self, AppState, FrontMetrics, PlanView, Uploads};
 use crate::limits::{self, PlanMetrics};
@@ -67,6 +67,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let plan = plan_slots(detected.limits(), policy)?;
     let upload_budget = args.upload_budget()?;
+    let answer_budget = args.answer_budget()?;
     tracing::info!(
         slots = plan.slots,
         cpu_slots = plan.cpu_slots,
@@ -96,6 +97,8 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     exposition.add(&*office_metrics);
     exposition.add(&PlanMetrics { plan: &plan, limits: &detected });
     front_metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
+    front_metrics.answer_budget.set(i64::try_from(answer_budget).unwrap_or(i64::MAX));
+    let answers = ByteBudget::new(answer_budget, front_metrics.answer_reserved.clone());
     let uploads = Uploads {
         budget: ByteBudget::new(upload_budget, front_metrics.upload_reserved.clone()),
         limits: args.body_limits(upload_budget),
@@ -105,7 +108,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_body_bytes = uploads.limits.max_bytes,
         admit_bytes = uploads.limits.admit_bytes,
         body_min_rate = ?uploads.limits.min_rate,
+        answer_budget = answer_budget,
         header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
+        write_timeout_ms = ?args.connection_limits().write_timeout.map(|t| t.as_millis()),
         "front limits"
     );
     let office = Office::new(args.office(), args.job_deadline(), office_metrics)?;
@@ -148,6 +153,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
                     memory_ceiling: args.memory_ceiling(),
                 },
             },
+            answers: answers.clone(),
         },
         engine_metrics,
     ));
@@ -163,6 +169,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_body_bytes: args.max_body_bytes,
         max_pages: args.max_pages,
         uploads,
+        answers,
         thumbnails: args.thumbnail_limits(),
         engine_version,
     });

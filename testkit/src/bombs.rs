@@ -178,17 +178,60 @@ pub fn many_pages(count: usize, text: bool) -> Vec<u8> {
 /// milliseconds whatever the file's size).
 pub fn padded_page(pad: usize) -> Vec<u8> {
     let mut pdf = Pdf::default();
+    pdf.stream("", &noise(pad));
+    one_page(pdf, "<< >>", "", b"0 0 1 rg 100 100 400 400 re f")
+}
+
+/// `count` pages that each show one shared image of noise, `width` x `rows` RGB pixels (stored
+/// raw: the file holds `3 * width * rows` bytes of it), drawn in bands down the page. Rendered
+/// `width` pixels wide, every pixel of the page is one of the image's and no band repeats
+/// within a PNG's reach: a large answer of ordinary work from a small upload (about 3 bytes a
+/// pixel; a 614 KB page rendered 1600 wide is a 13 MB PNG). A filmstrip of many such pages is a
+/// long answer.
+pub fn noise_pages(count: usize, width: u64, rows: u64) -> Vec<u8> {
+    let mut pdf = Pdf::default();
+    let pixels = usize::try_from(width * rows * 3).unwrap();
+    let image = pdf.stream(
+        &format!(
+            "/Type /XObject /Subtype /Image /Width {width} /Height {rows} /BitsPerComponent 8 \
+             /ColorSpace /DeviceRGB"
+        ),
+        &noise(pixels),
+    );
+    // Each band is as high on the page as the image is at the page's width.
+    let band = 612.0 * rows as f64 / width as f64;
+    let mut bands = String::new();
+    let mut top = 792.0;
+    while top > 0.0 {
+        writeln!(bands, "q 612 0 0 {band:.4} 0 {:.4} cm /N Do Q", top - band).unwrap();
+        top -= band;
+    }
+    let contents = pdf.stream("", bands.as_bytes());
+    let pages = pdf.reserve();
+    let kids: Vec<usize> = (0..count)
+        .map(|_| {
+            pdf.add(format!(
+                "<< /Type /Page /Parent {pages} 0 R /MediaBox [0 0 612 792] /Resources \
+                 << /XObject << /N {image} 0 R >> >> /Contents {contents} 0 R >>"
+            ))
+        })
+        .collect();
+    pdf.set(pages, format!("<< /Type /Pages /Kids [{}] /Count {count} >>", refs(&kids)));
+    let catalog = pdf.add(format!("<< /Type /Catalog /Pages {pages} 0 R >>"));
+    pdf.finish(catalog)
+}
+
+/// `len` bytes of xorshift noise, the same every time.
+fn noise(len: usize) -> Vec<u8> {
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let noise: Vec<u8> = (0..pad)
+    (0..len)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state as u8
         })
-        .collect();
-    pdf.stream("", &noise);
-    one_page(pdf, "<< >>", "", b"0 0 1 rg 100 100 400 400 re f")
+        .collect()
 }
 
 fn refs(numbers: &[usize]) -> String {

@@ -106,6 +106,18 @@ pub enum JobError {
         ceiling_bytes >> 20
     )]
     MemoryLimitExceeded { ceiling_bytes: u64 },
+    /// The answers waiting to be written hold the answer budget: this one was thrown away.
+    #[error(
+        "the answers waiting to be sent hold the answer budget of {budget} bytes; this one \
+         ({bytes} bytes) was dropped: retry later"
+    )]
+    AnswerBudgetExhausted { bytes: u64, budget: u64, retry_after_secs: u64 },
+    /// The answer is larger than the whole answer budget: it can never be sent.
+    #[error(
+        "the answer of {bytes} bytes is larger than the whole answer budget of {budget} bytes: \
+         ask for less (a smaller page size, fewer pages)"
+    )]
+    AnswerTooLarge { bytes: u64, budget: u64 },
     /// The document crashed a worker recently, at this class of work or one that implies it.
     #[error(
         "this document crashed or exhausted a worker and is refused for {work} for another {remaining_secs} s"
@@ -125,6 +137,8 @@ impl JobError {
             JobError::WorkerCrashed { .. } => "worker_crashed",
             JobError::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
             JobError::Quarantined { .. } => "document_quarantined",
+            JobError::AnswerBudgetExhausted { .. } => "answer_budget_exhausted",
+            JobError::AnswerTooLarge { .. } => "answer_too_large",
         }
     }
 
@@ -134,10 +148,13 @@ impl JobError {
             JobError::Op(e) => e.status(),
             JobError::QueueFull { .. }
             | JobError::WouldMissDeadline { .. }
+            | JobError::AnswerBudgetExhausted { .. }
             | JobError::Draining => 503,
             JobError::DeadlineExceeded { .. } => 504,
             JobError::WorkerCrashed { .. } => 502,
-            JobError::MemoryLimitExceeded { .. } | JobError::Quarantined { .. } => 422,
+            JobError::MemoryLimitExceeded { .. }
+            | JobError::Quarantined { .. }
+            | JobError::AnswerTooLarge { .. } => 422,
         }
     }
 
@@ -145,7 +162,8 @@ impl JobError {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             JobError::QueueFull { retry_after_secs, .. }
-            | JobError::WouldMissDeadline { retry_after_secs, .. } => Some(*retry_after_secs),
+            | JobError::WouldMissDeadline { retry_after_secs, .. }
+            | JobError::AnswerBudgetExhausted { retry_after_secs, .. } => Some(*retry_after_secs),
             JobError::Draining => Some(1),
             JobError::Quarantined { remaining_secs, .. } => Some(*remaining_secs),
             _ => None,

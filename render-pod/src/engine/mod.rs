@@ -28,6 +28,7 @@ use serde::Serialize;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::byte_budget::ByteBudget;
 use crate::ops::{DocHash, OpOutput};
 
 pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
@@ -60,6 +61,8 @@ pub struct EngineConfig {
     pub stop_grace: Duration,
     /// How to start a worker.
     pub worker: WorkerCommand,
+    /// Where each answer's bytes are reserved before they are read from its worker.
+    pub answers: Arc<ByteBudget>,
 }
 
 /// Per-slot state the front reads for `/readyz`.
@@ -370,6 +373,7 @@ mod tests {
                 ready_timeout: Duration::from_millis(100),
                 confinement: Confinement { nice: 0, memory_ceiling: None },
             },
+            answers: ByteBudget::new(1 << 20, Default::default()),
         };
         Engine::start(config, Arc::new(EngineMetrics::new(Rejections::default())))
     }

@@ -3,11 +3,15 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use crate::byte_budget::ByteBudget;
+use crate::ops::payload::decode_sharing;
 use crate::ops::{DocHash, OpError, OpOutput};
 
 use super::confine::{self, Confinement};
@@ -59,7 +63,21 @@ pub enum Reply {
     Done(Result<OpOutput, OpError>),
     /// Its last word: it is dying of a signal, for this reason.
     Dying(FatalReport),
+    /// The answer did not fit in the answer budget and was thrown away unread.
+    Refused(AnswerRefused),
 }
+
+/// An answer the answer budget had no room for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerRefused {
+    /// The answer frame's size.
+    pub bytes: u64,
+    /// The whole budget: an answer larger than this can never be sent.
+    pub budget: u64,
+}
+
+/// Frames up to this size are read even when the answer budget is full.
+const UNBUDGETED_FRAME: usize = 4 << 10;
 
 /// Why a worker died before it was ready: a ceiling too small to start under says so.
 fn starting_death(report: FatalReport, confinement: Confinement) -> String {
@@ -160,20 +178,45 @@ impl WorkerProcess {
     }
 
     /// Sends one job (`doc` is `None` when the header says the worker holds it) and waits for
-    /// the answer. A pipe error means the worker died without saying why.
+    /// the answer, whose bytes are reserved in `answers` before they are read. A pipe error
+    /// means the worker died without saying why.
     pub async fn run(
         &mut self,
         header: &[u8],
         doc: Option<&[u8]>,
         hash: DocHash,
+        answers: &Arc<ByteBudget>,
     ) -> Result<Reply, ProtocolError> {
         protocol::write_frame_async(&mut self.stdin, header).await?;
         if let Some(doc) = doc {
             protocol::write_frame_async(&mut self.stdin, doc).await?;
         }
         self.holds = Some(hash);
-        let frame = protocol::read_frame_async(&mut self.stdout).await?;
-        match protocol::decode::<WorkerMessage>(&frame)? {
+        // The answer's size is known before its bytes are read: they are reserved first, or
+        // read past and thrown away (the worker stays in step and usable), so unsent answers
+        // never hold more of the supervisor than the budget. A small frame (every error, a
+        // dying worker's last word) is read without a reservation: it must always be heard.
+        let len = protocol::read_len_async(&mut self.stdout).await?;
+        let bytes = u64::try_from(len).unwrap_or(u64::MAX);
+        let reservation = match answers.reserve(bytes) {
+            Some(reservation) => Some(reservation),
+            None if len <= UNBUDGETED_FRAME => None,
+            None => {
+                protocol::skip_payload_async(&mut self.stdout, len).await?;
+                let budget = answers.total();
+                return Ok(Reply::Refused(AnswerRefused { bytes, budget }));
+            }
+        };
+        let payload = protocol::read_payload_async(&mut self.stdout, len).await?;
+        // The reservation lives with the frame's memory: an image or PDF decoded from it is a
+        // slice of it, held (and counted) until hyper has written it out.
+        let frame = match reservation {
+            Some(reservation) => reservation.hold(payload),
+            None => Bytes::from(payload),
+        };
+        let message = decode_sharing(&frame, |frame| protocol::decode::<WorkerMessage>(frame))?;
+        drop(frame);
+        match message {
             WorkerMessage::Done(result) => Ok(Reply::Done(result)),
             WorkerMessage::Fatal(report) => Ok(Reply::Dying(report)),
             WorkerMessage::Ready => {

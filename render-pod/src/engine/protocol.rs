@@ -155,11 +155,40 @@ pub async fn write_frame_async(
 pub async fn read_frame_async(
     input: &mut (impl AsyncRead + Unpin),
 ) -> Result<Vec<u8>, ProtocolError> {
+    let len = read_len_async(input).await?;
+    read_payload_async(input, len).await
+}
+
+/// Reads the next frame's length prefix (async side), so its bytes can be budgeted before
+/// they are read; the payload follows with [`read_payload_async`] or [`skip_payload_async`].
+pub async fn read_len_async(input: &mut (impl AsyncRead + Unpin)) -> Result<usize, ProtocolError> {
     let mut len = [0u8; 4];
     input.read_exact(&mut len).await?;
-    let mut payload = vec![0u8; checked_len(len)?];
+    checked_len(len)
+}
+
+/// Reads a frame's `len` bytes of payload.
+pub async fn read_payload_async(
+    input: &mut (impl AsyncRead + Unpin),
+    len: usize,
+) -> Result<Vec<u8>, ProtocolError> {
+    let mut payload = vec![0u8; len];
     input.read_exact(&mut payload).await?;
     Ok(payload)
+}
+
+/// Reads a frame's `len` bytes of payload and throws them away without holding them, so the
+/// stream stays in step for the next frame.
+pub async fn skip_payload_async(
+    input: &mut (impl AsyncRead + Unpin),
+    len: usize,
+) -> Result<(), ProtocolError> {
+    let want = u64::try_from(len).unwrap_or(u64::MAX);
+    let skipped = tokio::io::copy(&mut input.take(want), &mut tokio::io::sink()).await?;
+    if skipped < want {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -208,5 +237,20 @@ mod tests {
         assert!(matches!(back.op, Op::Info));
         let mut empty: &[u8] = &[];
         assert!(read_frame_async(&mut empty).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_skipped_payload_leaves_the_stream_at_the_next_frame() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &[7u8; 100_000]).unwrap();
+        write_frame(&mut buf, b"next").unwrap();
+        let mut input = buf.as_slice();
+        let len = read_len_async(&mut input).await.unwrap();
+        assert_eq!(len, 100_000);
+        skip_payload_async(&mut input, len).await.unwrap();
+        assert_eq!(read_frame_async(&mut input).await.unwrap(), b"next");
+        // A payload cut short is an error, as a read would be.
+        let mut short: &[u8] = &[1, 2, 3];
+        assert!(skip_payload_async(&mut short, 4).await.is_err());
     }
 }

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use renderpool_runtime::pacing;
 use tokio::sync::{oneshot, watch};
 
+use crate::byte_budget::ByteBudget;
 use crate::ops::{DocHash, Op, OpError, OpOutput};
 
 use super::job::{Job, JobError, Timing};
 use super::policy::{self, CrashLoop, HEALTHY_LIFETIME};
-use super::process::{Reply, WorkerProcess};
+use super::process::{AnswerRefused, Reply, WorkerProcess};
 use super::protocol::{self, JobHeader, ProtocolError};
 use super::verdict::{self, Blame, Ending};
 use super::work_class::WorkClass;
@@ -177,7 +178,8 @@ async fn run_job(
     metrics.slot_state(Some("idle"), "busy");
     let started = Instant::now();
     let doc = (!same_document).then_some(&task.doc[..]);
-    let run = Run { header: &header, doc, hash: task.hash, timing };
+    let run =
+        Run { header: &header, doc, hash: task.hash, timing, answers: &shared.config.answers };
     let outcome = supervise(worker, run, shared.config.cancel_grace, &mut reply).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
@@ -191,6 +193,28 @@ async fn run_job(
                 Err(e) => e.code(),
             };
             (Some(result.map_err(JobError::from)), None, label)
+        }
+        Outcome::Refused(refused) => {
+            shared.average_job.record(elapsed);
+            let (error, reason) = if refused.bytes > refused.budget {
+                let error =
+                    JobError::AnswerTooLarge { bytes: refused.bytes, budget: refused.budget };
+                (error, "answer_too_large")
+            } else {
+                // The budget frees as clients read their answers (or are cut off): about
+                // a job's time, as for a full queue.
+                let retry_after_secs =
+                    pacing::retry_after_secs(0, shared.config.slots, shared.average_job.get());
+                let error = JobError::AnswerBudgetExhausted {
+                    bytes: refused.bytes,
+                    budget: refused.budget,
+                    retry_after_secs,
+                };
+                (error, "answer_budget")
+            };
+            metrics.reject(reason);
+            let label = error.code();
+            (Some(Err(error)), None, label)
         }
         Outcome::Cancelled => {
             tracing::info!(pid = worker.pid(), op, "client gone mid-job; worker killed");
@@ -239,12 +263,16 @@ struct Run<'a> {
     doc: Option<&'a [u8]>,
     hash: DocHash,
     timing: Timing,
+    /// Where the answer's bytes are reserved before they are read.
+    answers: &'a Arc<ByteBudget>,
 }
 
 /// How a job handed to a worker ended.
 enum Outcome {
     /// The worker answered (and lives on).
     Answered(Result<OpOutput, OpError>),
+    /// The worker answered, but the answer budget had no room for it (the worker lives on).
+    Refused(AnswerRefused),
     /// The client left and the job outlasted the grace: the worker was killed.
     Cancelled,
     /// The client's own deadline passed and the job outlasted the grace: the worker was killed
@@ -266,7 +294,7 @@ async fn supervise(
 ) -> Outcome {
     let started = Instant::now();
     let step = {
-        let answer = worker.run(run.header, run.doc, run.hash);
+        let answer = worker.run(run.header, run.doc, run.hash, run.answers);
         tokio::pin!(answer);
         let client_deadline = async {
             match run.timing.client_deadline {
@@ -290,6 +318,7 @@ async fn supervise(
     };
     match step {
         Step::Finished(Ok(Reply::Done(result))) => Outcome::Answered(result),
+        Step::Finished(Ok(Reply::Refused(refused))) => Outcome::Refused(refused),
         Step::Finished(Ok(Reply::Dying(report))) => {
             worker.reap().await;
             Outcome::Died(Ending::Reported(report))

@@ -13,9 +13,9 @@ use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{StatusCode, header};
 use futures::StreamExt;
 
-use super::budget::{ByteBudget, Reservation};
 use super::error::ApiError;
 use super::input::{self, BodyKind};
+use crate::byte_budget::{ByteBudget, Reservation};
 
 /// Time a body gets before the floor rate applies (a connection's first round trips, a
 /// client's own start).

@@ -1,14 +1,9 @@
-//! The front's byte budget: request bodies reserve their bytes before they are read, so the
-//! uploads the supervisor holds at once never add up past its share of the pod's memory. One
-//! body reserves at most a share of it when admitted (the rest as its bytes arrive), so a slow
-//! sender of a large body cannot hold the whole budget while it trickles in.
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
-
-use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::Notify;
+//! The sizes of the front's byte budgets (the accounting itself is `crate::byte_budget`): request
+//! bodies reserve their bytes before they are read, so the uploads the supervisor holds at once
+//! never add up past its share of the pod's memory. One body reserves at most a share of it when
+//! admitted (the rest as its bytes arrive), so a slow sender of a large body cannot hold the
+//! whole budget while it trickles in. Answers waiting to be written have a budget of the same
+//! size of their own (`--answer-budget`).
 
 use renderpool_sizing::SUPERVISOR_AT_REST;
 
@@ -33,106 +28,6 @@ pub fn admit_bytes(total: u64, share: f64) -> u64 {
     (total as f64 * share.clamp(0.0, 1.0)) as u64
 }
 
-/// Bytes that may be reserved at once.
-#[derive(Debug)]
-pub struct ByteBudget {
-    total: u64,
-    used: AtomicU64,
-    /// `renderpod_upload_reserved_bytes`.
-    gauge: Gauge,
-    /// Woken whenever bytes are given back.
-    freed: Notify,
-}
-
-impl ByteBudget {
-    /// A budget of `total` bytes whose reserved amount `gauge` shows.
-    pub fn new(total: u64, gauge: Gauge) -> Arc<Self> {
-        Arc::new(Self { total, used: AtomicU64::new(0), gauge, freed: Notify::new() })
-    }
-
-    /// Bytes in all.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    /// Bytes reserved now.
-    pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    /// Reserves `bytes`, or `None` when they do not fit now.
-    pub fn reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
-        self.take(bytes).then(|| Reservation { budget: self.clone(), bytes: AtomicU64::new(bytes) })
-    }
-
-    fn take(&self, bytes: u64) -> bool {
-        let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-            used.checked_add(bytes).filter(|after| *after <= self.total)
-        });
-        if taken.is_ok() {
-            self.gauge.inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
-        }
-        taken.is_ok()
-    }
-
-    fn give_back(&self, bytes: u64) {
-        self.used.fetch_sub(bytes, Ordering::AcqRel);
-        self.gauge.dec_by(i64::try_from(bytes).unwrap_or(i64::MAX));
-        self.freed.notify_waiters();
-    }
-}
-
-/// Bytes held for one request while its document is; returned when dropped.
-#[derive(Debug)]
-pub struct Reservation {
-    budget: Arc<ByteBudget>,
-    bytes: AtomicU64,
-}
-
-impl Reservation {
-    /// Reserves `more` bytes on top (a chunked upload, as it comes in); false when they do not
-    /// fit, and then nothing more is held.
-    pub fn grow(&self, more: u64) -> bool {
-        if !self.budget.take(more) {
-            return false;
-        }
-        self.bytes.fetch_add(more, Ordering::AcqRel);
-        true
-    }
-
-    /// Reserves `more` bytes on top, waiting until `until` for other reservations to give back
-    /// room (an ordinary upload holds its bytes for milliseconds); false when none came by then,
-    /// or at once when this reservation could not grow so far even alone.
-    pub async fn grow_by(&self, more: u64, until: Instant) -> bool {
-        if self.bytes().saturating_add(more) > self.budget.total {
-            return false;
-        }
-        loop {
-            let freed = self.budget.freed.notified();
-            tokio::pin!(freed);
-            // Registered before trying, so bytes given back in between still wake it.
-            freed.as_mut().enable();
-            if self.grow(more) {
-                return true;
-            }
-            if tokio::time::timeout_at(until.into(), freed).await.is_err() {
-                return false;
-            }
-        }
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.budget.give_back(*self.bytes.get_mut());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -155,64 +50,5 @@ mod tests {
         assert_eq!(admit_bytes(7, 0.5), 3, "rounded down");
         assert_eq!(admit_bytes(u64::MAX, 1.0), u64::MAX, "saturates");
         assert_eq!(admit_bytes(100, 2.0), 100, "never past the budget");
-    }
-
-    #[test]
-    fn reservations_never_exceed_the_total_and_come_back_on_drop() {
-        let gauge = Gauge::default();
-        let budget = ByteBudget::new(100, gauge.clone());
-        let a = budget.reserve(60).unwrap();
-        assert!(budget.reserve(41).is_none(), "60 + 41 > 100");
-        let b = budget.reserve(40).unwrap();
-        assert_eq!((budget.used(), gauge.get()), (100, 100));
-        assert!(!b.grow(1));
-        drop(a);
-        assert!(b.grow(50));
-        assert_eq!((b.bytes(), budget.used()), (90, 90));
-        drop(b);
-        assert_eq!((budget.used(), gauge.get()), (0, 0));
-        // A request larger than the whole budget never fits, even alone.
-        assert!(budget.reserve(101).is_none());
-        assert!(budget.reserve(u64::MAX).is_none());
-    }
-
-    #[tokio::test]
-    async fn growing_waits_for_room_given_back_and_gives_up_in_time() {
-        let budget = ByteBudget::new(100, Gauge::default());
-        let growing = budget.reserve(40).unwrap();
-        let other = budget.reserve(60).unwrap();
-        let soon = || Instant::now() + std::time::Duration::from_secs(5);
-        // Past what the budget could ever give it: refused at once, without waiting.
-        let at_once = Instant::now();
-        assert!(!growing.grow_by(61, soon()).await);
-        assert!(at_once.elapsed() < std::time::Duration::from_secs(1));
-        // No room until the other gives its bytes back.
-        let waiting =
-            tokio::spawn(async move { growing.grow_by(50, soon()).await.then_some(growing) });
-        tokio::task::yield_now().await;
-        drop(other);
-        let grown = waiting.await.unwrap().expect("the room given back was taken");
-        assert_eq!((grown.bytes(), budget.used()), (90, 90));
-        // No room comes: false at the bound, nothing more held.
-        let late = Instant::now() + std::time::Duration::from_millis(50);
-        let blocker = budget.reserve(10).unwrap();
-        assert!(!grown.grow_by(5, late).await);
-        assert_eq!(budget.used(), 100);
-        drop(blocker);
-    }
-
-    #[test]
-    fn concurrent_reservations_add_up_exactly() {
-        let budget = ByteBudget::new(1000, Gauge::default());
-        let held: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8)
-                .map(|_| s.spawn(|| (0..100).filter_map(|_| budget.reserve(7)).collect::<Vec<_>>()))
-                .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
-        });
-        assert_eq!(held.len(), 1000 / 7);
-        assert_eq!(budget.used(), 7 * (1000 / 7));
-        drop(held);
-        assert_eq!(budget.used(), 0);
     }
 }

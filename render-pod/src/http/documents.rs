@@ -1,6 +1,6 @@
 //! The `/v1` document routes: parse and bound the request, admit it (queue place, byte budget,
 //! deadline), convert Office input, answer `304` to a client that holds the answer already,
-//! queue the work, shape the answer. The filmstrip is in `thumbnails`.
+//! queue the work, shape the answer within the answer budget. The filmstrip is in `thumbnails`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,10 +16,10 @@ use crate::office::{ConvertError, ConvertOptions, Detected, detect};
 use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput};
 
 use super::AppState;
-use super::budget::Reservation;
 use super::error::ApiError;
 use super::params::{self, Query};
 use super::{body, etag, input};
+use crate::byte_budget::Reservation;
 
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
 /// (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another thread costs more than it saves.
@@ -42,8 +42,9 @@ pub(super) struct Admitted {
     tagged: bool,
     /// The client's `If-None-Match`.
     if_none_match: Option<String>,
-    /// The upload's bytes in the budget, held as long as the document is.
-    _upload: Arc<Reservation>,
+    /// The document's bytes in a budget, held as long as the document is: the upload budget's,
+    /// or the answer budget's once a streamed answer holds it at its client's pace.
+    _held: Arc<Reservation>,
 }
 
 impl Admitted {
@@ -58,6 +59,17 @@ impl Admitted {
             None => app.engine.reserve(&self.timing)?,
         };
         Ok(app.engine.run(place, self.task(op), self.timing).await?)
+    }
+
+    /// Moves the document's bytes from the upload budget to the answer budget, for an answer
+    /// streamed at its client's pace (a filmstrip): a client that stops reading then holds
+    /// answer bytes (and is cut off after the write timeout), not the uploads' room for everyone
+    /// else. Refused when the answer budget has no room for the document.
+    pub(super) fn held_by_answer(&mut self, app: &AppState) -> Result<(), ApiError> {
+        let bytes = self.doc.len() as u64;
+        let reservation = app.answers.reserve(bytes).ok_or_else(|| answer_refused(app, bytes))?;
+        self._held = Arc::new(reservation);
+        Ok(())
     }
 
     /// The strong ETag of the answer of `form` with `params`, when answers of this document
@@ -180,7 +192,7 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
         place,
         tagged: false,
         if_none_match,
-        _upload: upload.reservation,
+        _held: upload.reservation,
     })
 }
 
@@ -230,15 +242,44 @@ fn sent(app: &AppState, response: Response, body_len: usize) -> Response {
     response
 }
 
-fn json<T: Serialize>(app: &AppState, value: &T) -> Result<Response, ApiError> {
-    let body = serde_json::to_vec(value).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(json_bytes(app, body))
+/// `body` held in the answer budget until it is written out: answers the front makes itself
+/// (JSON, filmstrip lines, Office PDFs) count like the workers' answers, which the engine
+/// reserves as it reads them.
+pub(super) fn reserved<T: AsRef<[u8]> + Send + 'static>(
+    app: &AppState,
+    body: T,
+) -> Result<Bytes, ApiError> {
+    let bytes = body.as_ref().len() as u64;
+    match app.answers.reserve(bytes) {
+        Some(reservation) => Ok(reservation.hold(body)),
+        None => Err(answer_refused(app, bytes)),
+    }
 }
 
-/// A JSON body already serialised.
-pub(super) fn json_bytes(app: &AppState, body: Vec<u8>) -> Response {
+/// Why an answer of `bytes` gets no room in the answer budget.
+fn answer_refused(app: &AppState, bytes: u64) -> ApiError {
+    let budget = app.answers.total();
+    let error = if bytes > budget {
+        app.metrics.reject("answer_too_large");
+        JobError::AnswerTooLarge { bytes, budget }
+    } else {
+        app.metrics.reject("answer_budget");
+        let retry_after_secs = app.engine.retry_after_secs();
+        JobError::AnswerBudgetExhausted { bytes, budget, retry_after_secs }
+    };
+    error.into()
+}
+
+fn json<T: Serialize>(app: &AppState, value: &T) -> Result<Response, ApiError> {
+    let body = serde_json::to_vec(value).map_err(|e| ApiError::internal(e.to_string()))?;
+    json_bytes(app, body)
+}
+
+/// A JSON body already serialised, held in the answer budget.
+pub(super) fn json_bytes(app: &AppState, body: Vec<u8>) -> Result<Response, ApiError> {
     let len = body.len();
-    sent(app, ([(header::CONTENT_TYPE, "application/json")], body).into_response(), len)
+    let body = reserved(app, body)?;
+    Ok(sent(app, ([(header::CONTENT_TYPE, "application/json")], body).into_response(), len))
 }
 
 /// `POST /v1/info`: page count, sizes, rotation, encryption, metadata.
@@ -299,7 +340,8 @@ fn image_response(app: &AppState, image: ImageOutput) -> Response {
             (header::HeaderName::from_static("x-image-width"), image.width.to_string()),
             (header::HeaderName::from_static("x-image-height"), image.height.to_string()),
         ],
-        image.bytes,
+        // Still the worker's frame (and its reservation): no copy from the pipe to the socket.
+        image.bytes.into_bytes(),
     )
         .into_response();
     sent(app, response, len)
@@ -313,7 +355,7 @@ pub async fn watermark(
     let (request, op) = before_body(request, params::watermark)?;
     let mut doc = admit_pdf(&app, request).await?;
     match doc.run(&app, op).await? {
-        OpOutput::Pdf(pdf) => Ok(pdf_response(&app, Bytes::from(pdf))),
+        OpOutput::Pdf(pdf) => Ok(pdf_response(&app, pdf.into_bytes())),
         other => Err(unexpected(&other)),
     }
 }
@@ -349,5 +391,5 @@ pub async fn convert(
     };
     let deadline = doc.timing.effective();
     let converted = app.office.to_pdf(&doc.doc, doc.hash, format, options, deadline).await?;
-    Ok(pdf_response(&app, converted.pdf))
+    Ok(pdf_response(&app, reserved(&app, converted.pdf)?))
 }

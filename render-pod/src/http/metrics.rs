@@ -1,5 +1,5 @@
-//! The front's metrics: bytes in and out, the upload budget, `304` answers; refusals go to the
-//! pod's shared [`Rejections`].
+//! The front's metrics: bytes in and out, the upload and answer budgets, connections cut off
+//! for not reading, `304` answers; refusals go to the pod's shared [`Rejections`].
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -21,6 +21,12 @@ pub struct FrontMetrics {
     pub upload_budget: Gauge<i64, AtomicI64>,
     /// Bytes of it reserved now.
     pub upload_reserved: Gauge<i64, AtomicI64>,
+    /// The byte budget for answers waiting to be written.
+    pub answer_budget: Gauge<i64, AtomicI64>,
+    /// Bytes of it reserved now.
+    pub answer_reserved: Gauge<i64, AtomicI64>,
+    /// Connections cut off because a write waited past the write timeout.
+    pub write_timeouts: Counter,
     /// Answers `304 Not Modified` (no job ran).
     pub not_modified: Counter,
 }
@@ -34,6 +40,9 @@ impl FrontMetrics {
             bytes_out: Counter::default(),
             upload_budget: Gauge::default(),
             upload_reserved: Gauge::default(),
+            answer_budget: Gauge::default(),
+            answer_reserved: Gauge::default(),
+            write_timeouts: Counter::default(),
             not_modified: Counter::default(),
         }
     }
@@ -57,6 +66,21 @@ impl Register for FrontMetrics {
             "upload_reserved_bytes",
             "Bytes of the upload budget reserved now",
             self.upload_reserved.clone(),
+        );
+        registry.register(
+            "answer_budget_bytes",
+            "Bytes answers waiting to be written may hold in the supervisor at once",
+            self.answer_budget.clone(),
+        );
+        registry.register(
+            "answer_reserved_bytes",
+            "Bytes of the answer budget reserved now (answers read from workers, not yet written)",
+            self.answer_reserved.clone(),
+        );
+        registry.register(
+            "write_timeouts",
+            "Connections cut off because the client read nothing for the write timeout",
+            self.write_timeouts.clone(),
         );
         registry.register(
             "not_modified",

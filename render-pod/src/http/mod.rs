@@ -17,6 +17,7 @@ mod openapi;
 mod params;
 pub mod server;
 mod thumbnails;
+pub mod write_timeout;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use axum::routing::MethodRouter;
 use renderpool_sizing::SlotPlan;
 use serde::Serialize;
 
+use crate::byte_budget::ByteBudget;
 use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
@@ -43,7 +45,7 @@ pub use params::ThumbnailLimits;
 #[derive(Debug, Clone)]
 pub struct Uploads {
     /// The front's byte budget.
-    pub budget: Arc<budget::ByteBudget>,
+    pub budget: Arc<ByteBudget>,
     /// Size, rate and idle limits.
     pub limits: body::BodyLimits,
 }
@@ -99,6 +101,9 @@ pub struct AppState {
     pub max_pages: u32,
     /// The byte budget and body limits.
     pub uploads: Uploads,
+    /// The byte budget for answers waiting to be written: workers' answers are reserved in it
+    /// by the engine, answers the front makes itself (JSON, filmstrip lines, Office PDFs) here.
+    pub answers: Arc<ByteBudget>,
     /// Caps on filmstrips.
     pub thumbnails: ThumbnailLimits,
     /// What produces the answers, for their ETags.

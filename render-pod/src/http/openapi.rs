@@ -352,6 +352,8 @@ mod tests {
             JobError::WorkerCrashed { detail: String::new() },
             JobError::MemoryLimitExceeded { ceiling_bytes: 1 },
             JobError::Quarantined { remaining_secs: 1, work: WorkClass::Open },
+            JobError::AnswerBudgetExhausted { bytes: 1, budget: 1, retry_after_secs: 1 },
+            JobError::AnswerTooLarge { bytes: 2, budget: 1 },
         ];
         let refusals = [
             Refusal::Epub,

@@ -1,6 +1,7 @@
 //! Serving the router over HTTP/1.1 connections with a header read timeout: a client whose
 //! request head does not arrive in time, or whose idle keep-alive connection outlasts it, is
-//! disconnected (axum::serve sets no timer, so such connections stayed open for good).
+//! disconnected (axum::serve sets no timer, so such connections stayed open for good); one
+//! that stops reading its answer is cut off after the write timeout (`write_timeout`).
 //! Shutdown stops accepting, closes idle connections and lets requests in flight finish.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use super::FrontMetrics;
+use super::write_timeout::WriteTimeout;
 
 /// How connections are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +23,8 @@ pub struct ConnectionLimits {
     /// the previous answer sent, so it also bounds an idle keep-alive connection); `None` for
     /// no limit.
     pub header_read_timeout: Option<Duration>,
+    /// Time a write may wait for the client to read; `None` for no limit.
+    pub write_timeout: Option<Duration>,
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then waits for the connections
@@ -51,6 +55,8 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
+        let stream =
+            WriteTimeout::new(stream, limits.write_timeout, metrics.write_timeouts.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let metrics = metrics.clone();
         tokio::spawn(async move {

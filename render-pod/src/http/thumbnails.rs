@@ -7,6 +7,8 @@
 //! `--thumbnail-max-pixels`. Both forms hold at most one page per slot in flight. The JSON
 //! form is done within the request's deadline; each streamed page within a job deadline of its
 //! own (and the client's `Request-Timeout`), so a long strip is not cut off for its length.
+//! Both are held in the answer budget until written: the JSON answer whole, the stream line by
+//! line, and the stream's document too (it is kept at the client's pace, not an upload's).
 
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use crate::engine::JobError;
 use crate::ops::{ImageOutput, Op, OpOutput, PageSelection};
 
 use super::AppState;
-use super::documents::{admit_pdf, before_body, json_bytes, unexpected, with_etag};
+use super::documents::{admit_pdf, before_body, json_bytes, reserved, unexpected, with_etag};
 use super::error::ApiError;
 use super::input::{self, NDJSON};
 use super::params;
@@ -68,14 +70,22 @@ fn ndjson_line(page: u32, rendered: Result<OpOutput, JobError>) -> (Vec<u8>, boo
         Ok(other) => Err(unexpected(&other)),
         Err(error) => Err(ApiError::from(error)),
     };
-    let ok = written.is_ok();
-    if let Err(error) = written {
-        line.clear();
-        let body = serde_json::json!({"error": {"code": error.code, "message": error.message, "page": page}});
-        line = body.to_string().into_bytes();
+    match written {
+        Ok(()) => {
+            line.push(b'\n');
+            (line, true)
+        }
+        Err(error) => (error_line(page, &error), false),
     }
+}
+
+/// The NDJSON line that ends a stream with `error` at `page`.
+fn error_line(page: u32, error: &ApiError) -> Vec<u8> {
+    let body =
+        serde_json::json!({"error": {"code": error.code, "message": error.message, "page": page}});
+    let mut line = body.to_string().into_bytes();
     line.push(b'\n');
-    (line, ok)
+    line
 }
 
 /// `POST /v1/thumbnails?pages=&width=|dpi=&format=`.
@@ -104,6 +114,10 @@ pub async fn thumbnails(
     let pages = selection
         .unwrap_or_else(|| PageSelection::all(measured.page_count))
         .resolve(measured.page_count)?;
+    if streaming {
+        // Held at the client's pace from here on: an answer's memory, not an upload's.
+        doc.held_by_answer(&app)?;
+    }
     let (engine, timing, window) = (app.engine.clone(), doc.timing, app.engine.slots());
     // The stream owns the admitted document (its bytes and their reservation) until it ends.
     let doc = Arc::new(doc);
@@ -118,18 +132,22 @@ pub async fn thumbnails(
     });
     let page_count = HeaderValue::from(measured.page_count);
     if streaming {
-        let metrics = app.metrics.clone();
         let lines = renders.buffer_unordered(window);
         let body = futures::stream::unfold(Some(Box::pin(lines)), move |lines| {
-            let metrics = metrics.clone();
+            let app = app.clone();
             async move {
                 let mut lines = lines?;
                 let (page, rendered) = lines.next().await?;
                 let (line, ok) = ndjson_line(page, rendered);
-                metrics.bytes_out.inc_by(line.len() as u64);
+                // Each line is held in the answer budget until written, like any answer.
+                let (line, ok) = match reserved(&app, line) {
+                    Ok(line) => (line, ok),
+                    Err(refused) => (Bytes::from(error_line(page, &refused)), false),
+                };
+                app.metrics.bytes_out.inc_by(line.len() as u64);
                 // After an error line the stream ends, and the pages still in flight are
                 // dropped (their jobs cancelled).
-                Some((Ok::<_, std::convert::Infallible>(Bytes::from(line)), ok.then_some(lines)))
+                Some((Ok::<_, std::convert::Infallible>(line), ok.then_some(lines)))
             }
         });
         let response = (
@@ -155,7 +173,7 @@ pub async fn thumbnails(
         write_thumbnail(&mut out, page, &image)?;
     }
     out.extend_from_slice(b"]}");
-    let mut response = json_bytes(&app, out);
+    let mut response = json_bytes(&app, out)?;
     response.headers_mut().insert(header::HeaderName::from_static("x-page-count"), page_count);
     Ok(with_etag(response, etag.as_deref()))
 }

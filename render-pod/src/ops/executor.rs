@@ -76,7 +76,8 @@ impl Executor {
                 .map(OpOutput::Image)
             }
             Op::Watermark { text } => {
-                watermark::watermark(self.pdfium, doc, text, limits.max_pages).map(OpOutput::Pdf)
+                watermark::watermark(self.pdfium, doc, text, limits.max_pages)
+                    .map(|pdf| OpOutput::Pdf(pdf.into()))
             }
         }
     }

@@ -7,6 +7,7 @@ mod executor;
 mod extract;
 mod info;
 mod measure;
+pub mod payload;
 pub mod render;
 mod selection;
 pub mod size;

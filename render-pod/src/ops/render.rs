@@ -41,7 +41,7 @@ pub fn render_page(
         *bitmap = Vec::new();
     }
     let bytes = encoded.map_err(encode_error)?;
-    Ok(ImageOutput { bytes, width, height, format })
+    Ok(ImageOutput { bytes: bytes.into(), width, height, format })
 }
 
 /// Renders `page` onto white at exactly `width` x `height` pixels (already checked against the

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::encode::ImageFormat;
 
 use super::PageSelection;
+use super::payload::Payload;
 
 /// How big to render a page.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -45,7 +46,7 @@ pub enum OpOutput {
     /// Result of [`Op::Render`].
     Image(ImageOutput),
     /// Result of [`Op::Watermark`]: the new PDF.
-    Pdf(#[serde(with = "serde_bytes")] Vec<u8>),
+    Pdf(Payload),
 }
 
 /// Facts about a whole document.
@@ -106,10 +107,8 @@ pub struct PageText {
 /// An encoded page image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ImageOutput {
-    /// The encoded file (as one byte string on the worker pipe: a plain `Vec<u8>` would be
-    /// encoded and decoded element by element, measured at 10% of the front's CPU).
-    #[serde(with = "serde_bytes")]
-    pub bytes: Vec<u8>,
+    /// The encoded file.
+    pub bytes: Payload,
     /// Width in pixels.
     pub width: u32,
     /// Height in pixels.

@@ -67,6 +67,41 @@ pub fn pdf_of_len(len: usize) -> Vec<u8> {
     pdf
 }
 
+/// Pages per second through `server` (the service bench's path): `concurrency` clients render
+/// pages 1 to `pages` of `bytes` at 150 dpi PNG `passes` times over, one upload per page, and
+/// read every answer.
+pub async fn render_throughput(
+    server: &Arc<Server>,
+    bytes: &Arc<Vec<u8>>,
+    pages: u32,
+    concurrency: usize,
+    passes: u32,
+) -> f64 {
+    let pages: Vec<u32> = (0..passes).flat_map(|_| 1..=pages).collect();
+    let total = pages.len();
+    let queue = Arc::new(Mutex::new(pages));
+    let start = std::time::Instant::now();
+    let clients: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (server, bytes, queue) = (server.clone(), bytes.clone(), queue.clone());
+            tokio::spawn(async move {
+                loop {
+                    let Some(page) = queue.lock().unwrap().pop() else { return };
+                    let response = server
+                        .post(&format!("/v1/render?page={page}&dpi=150"), bytes.to_vec())
+                        .await;
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
 /// One flag list: `flags`, then `more`.
 pub fn flags<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     flags.iter().chain(more).copied().collect()

@@ -1,6 +1,6 @@
 //! HTTP/1.1 spoken by hand over a TCP connection, for what a client library hides: whether the
 //! answer came before the upload was sent (`Expect: 100-continue`), bodies that trickle or
-//! stall, request heads that never finish, connections the server closes.
+//! stall, request heads that never finish, answers never read, connections the server closes.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::sync::Arc;
@@ -113,6 +113,24 @@ pub async fn upload_expecting_continue(addr: &str, path: &str, body: &[u8], extr
     let took = start.elapsed();
     read_body(&mut stream, &mut buffer, &mut answer).await;
     Upload { invited: true, answer, took }
+}
+
+/// Sends `POST path` with `body` (and `extra` header lines) and never reads the answer; the
+/// connection stays open until the stream is dropped. Its receive buffer is small (64 KiB), so
+/// what is held for it is held by the server, not in this end's kernel buffer. A write the
+/// server cut short (it refused before reading the body, and closed) is no error here.
+pub async fn unread(addr: &str, path: &str, body: &[u8], extra: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/pdf\r\nContent-Length: {}\r\n{extra}\r\n",
+        body.len()
+    );
+    if stream.write_all(head.as_bytes()).await.is_ok() {
+        let _ = stream.write_all(body).await;
+    }
+    stream
 }
 
 /// Whether the server closes `stream` within `within` (reads nothing but the end).
