@@ -265,7 +265,7 @@ fn bomb(inflated: u64, declared: Declared) -> Vec<u8> {
 }
 
 /// An honest DOCX that LibreOffice takes long to lay out: `paragraphs` paragraphs of
-/// pseudo-random words (so it compresses about three to one, far from any bomb ratio), in
+/// pseudo-random words (so it compresses about two to one, far from any bomb ratio), in
 /// one document part. `seed` makes distinct documents (distinct hashes) of the same weight.
 pub fn slow_docx(paragraphs: usize, seed: u64) -> Vec<u8> {
     const LETTERS: &[u8] = b"etaoinshrdlucmfwypvbgkqjxz";
