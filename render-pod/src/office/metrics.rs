@@ -23,7 +23,8 @@ pub struct OfficeMetrics {
     pub conversion: Histogram,
     /// Conversions finished, by result code (`ok` or an error code).
     pub conversions: Family<Labels, Counter>,
-    /// Requests Gotenberg answered busy (429) or refused to connect, retried on a new connection.
+    /// Requests Gotenberg answered busy (429) or failed (500, once), or that found no connection,
+    /// retried on a new connection.
     pub retries: Family<Labels, Counter>,
     /// Documents struck for a conversion that timed out or failed in LibreOffice, by whether
     /// the strike quarantined them (`quarantined="true"`).
