@@ -15,6 +15,7 @@ use crate::http::body::BodyLimits;
 use crate::http::budget::{ADMIT_SHARE, admit_bytes, derived_budget};
 use crate::http::server::ConnectionLimits;
 use crate::office::OfficeConfig;
+use crate::office::detect::inflation::InflationLimits;
 use crate::ops::OpLimits;
 
 /// Flags of `render-pod serve`.
@@ -122,7 +123,8 @@ pub struct ServeArgs {
     /// Most pages one request may name.
     #[arg(long, env = env::MAX_PAGES, default_value_t = OpLimits::default().max_pages)]
     pub max_pages: u32,
-    /// Milliseconds a document that crashed a worker is refused.
+    /// Milliseconds a document is refused after it crashed a worker, or after its second
+    /// conversion that timed out or crashed LibreOffice.
     #[arg(long, env = env::POISON_TTL_MS, default_value_t = 600_000)]
     pub poison_ttl_ms: u64,
     /// Milliseconds a running job whose client disconnected may still finish before its worker
@@ -167,6 +169,21 @@ pub struct ServeArgs {
     #[arg(long, env = env::OFFICE_CACHE_BYTES, value_parser = parse_memory_bytes,
           default_value_t = pod::OFFICE_CACHE.bytes())]
     pub office_cache_bytes: u64,
+    /// Most bytes an Office package's parts may declare together in its ZIP directory, e.g.
+    /// 1Gi; more is answered 413 office_inflated_too_large before Gotenberg sees it.
+    #[arg(long, env = env::OFFICE_MAX_INFLATED_BYTES, value_parser = parse_memory_bytes,
+          default_value = "1Gi")]
+    pub office_max_inflated_bytes: u64,
+    /// Most bytes one part of an Office package may declare, e.g. 512Mi; more is answered 413
+    /// office_inflated_too_large.
+    #[arg(long, env = env::OFFICE_MAX_PART_BYTES, value_parser = parse_memory_bytes,
+          default_value = "512Mi")]
+    pub office_max_part_bytes: u64,
+    /// Highest ratio of declared uncompressed to compressed bytes of one part of an Office
+    /// package (parts above 1 MiB); more is answered 422 office_inflate_bomb.
+    #[arg(long, env = env::OFFICE_MAX_COMPRESSION_RATIO, default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub office_max_compression_ratio: u64,
     /// Log format.
     #[arg(long, env = env::LOG_FORMAT, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -196,6 +213,11 @@ impl ServeArgs {
             max_waiting: self.office_queue_depth,
             cache_bytes: self.office_cache_bytes,
             max_pdf_bytes: self.max_body_bytes,
+            inflation: InflationLimits {
+                max_inflated_bytes: self.office_max_inflated_bytes,
+                max_part_bytes: self.office_max_part_bytes,
+                max_ratio: self.office_max_compression_ratio,
+            },
         }
     }
 

@@ -13,6 +13,7 @@ pub mod office;
 pub mod oneshot;
 pub mod ops;
 pub mod pdfium_lib;
+pub mod quarantine;
 pub mod serve;
 #[cfg(test)]
 mod serve_flags_doc;

@@ -17,6 +17,7 @@ use crate::limits::{self, PlanMetrics};
 use crate::metrics::{Exposition, Rejections};
 use crate::office::{Office, OfficeMetrics, UrlError};
 use crate::pdfium_lib::{self, PdfiumLoadError};
+use crate::quarantine::{self, PoisonList};
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +114,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         write_timeout_ms = ?args.connection_limits().write_timeout.map(|t| t.as_millis()),
         "front limits"
     );
-    let office = Office::new(args.office(), args.job_deadline(), office_metrics)?;
+    // One quarantine for both paths: a document that kills PDFium workers or stalls LibreOffice.
+    let poison =
+        Arc::new(PoisonList::new(Duration::from_millis(args.poison_ttl_ms), quarantine::CAPACITY));
+    let office = Office::new(args.office(), args.job_deadline(), office_metrics, poison.clone())?;
     let office_status = office.status();
     tracing::info!(
         gotenberg = office_status.gotenberg_url.as_deref().unwrap_or("none (Office input is refused)"),
@@ -136,7 +140,6 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             job_deadline: args.job_deadline(),
             recycle_after_jobs: args.recycle_after_jobs.max(1),
             recycle_rss: args.recycle_rss(),
-            poison_ttl: Duration::from_millis(args.poison_ttl_ms),
             cancel_grace: Duration::from_millis(args.cancel_grace_ms),
             stop_grace: Duration::from_secs(5),
             worker: WorkerCommand {
@@ -156,6 +159,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             answers: answers.clone(),
         },
         engine_metrics,
+        poison,
     ));
     let share_watch = office.watch_share();
     let lifecycle = Arc::new(Lifecycle::new());

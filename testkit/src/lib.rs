@@ -13,6 +13,8 @@
 //!   was awaited and the last value seen.
 //! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
 //!   pod's tests on a host process and on the real node alike.
+//! - [`packages`]: Office packages built entry by entry: ordinary and macro-enabled DOCX files,
+//!   ZIP bombs with an honest or a lying central directory, and a document slow to lay out.
 //! - [`modgraph`]: a crate's module import graph from its sources, and the layering checks
 //!   `tests/architecture.rs` runs against `docs/architecture.md`.
 
@@ -20,6 +22,7 @@ pub mod bombs;
 pub mod corpus;
 pub mod metrics;
 pub mod modgraph;
+pub mod packages;
 mod skip;
 pub mod wait;
 

@@ -13,6 +13,13 @@ use renderpool_testkit::wait;
 
 use crate::{free_port, process, repo_root, rss_bytes};
 
+/// How the unoconverter runs unoconv: the command line of one conversion in LibreOffice.
+const UNOCONV: &str = "/usr/bin/python3 /usr/bin/unoconv ";
+
+/// The User-Agent of the unoconverter watchdog's restart conversions
+/// (`images/gotenberg/unoconverter`).
+const WATCHDOG_AGENT: &str = "renderpool-unoconverter-watchdog";
+
 /// Prometheus gauge of requests inside Gotenberg (running plus queued for LibreOffice).
 pub const QUEUE_GAUGE: &str = "gotenberg_libreoffice_requests_queue_size";
 
@@ -97,12 +104,24 @@ impl Gotenberg {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The conversion requests Gotenberg answered so far, from its access log.
+    /// The conversion requests Gotenberg answered so far, from its access log (the
+    /// unoconverter watchdog's own, which restart LibreOffice, are [`Gotenberg::restarts`]).
     pub fn conversions(&self) -> Vec<Access> {
+        self.access(|agent| agent != WATCHDOG_AGENT)
+    }
+
+    /// The conversions the unoconverter's watchdog sent after killing a LibreOffice that was
+    /// still busy with an abandoned conversion (so that Gotenberg starts a new one at once).
+    pub fn restarts(&self) -> Vec<Access> {
+        self.access(|agent| agent == WATCHDOG_AGENT)
+    }
+
+    fn access(&self, agent: impl Fn(&str) -> bool) -> Vec<Access> {
         self.log_text()
             .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter(|v| v["log_type"] == "access" && v["path"] == "/forms/libreoffice/convert")
+            .filter(|v| agent(v["user_agent"].as_str().unwrap_or_default()))
             .map(|v| {
                 let ended = v["ts"].as_f64().unwrap_or(0.0);
                 let latency = v["latency"].as_f64().unwrap_or(0.0) / 1e9;
@@ -134,9 +153,19 @@ impl Gotenberg {
             .collect()
     }
 
-    /// Conversions LibreOffice is running now: unoconverter processes under Gotenberg.
+    /// Conversions LibreOffice is running now: unoconv processes under Gotenberg (the
+    /// unoconverter wrapper's own shells and its watchdog are not counted).
     pub fn converting(&self) -> usize {
-        self.processes().iter().filter(|(_, cmdline)| cmdline.contains("unoconv")).count()
+        self.processes().iter().filter(|(_, cmdline)| cmdline.contains(UNOCONV)).count()
+    }
+
+    /// The LibreOffice processes (`soffice.bin`) Gotenberg runs now.
+    pub fn libreoffice(&self) -> Vec<u32> {
+        self.processes()
+            .into_iter()
+            .filter(|(_, cmdline)| cmdline.contains("soffice.bin"))
+            .map(|(pid, _)| pid)
+            .collect()
     }
 
     /// Resident memory of Gotenberg and everything it runs, in bytes.

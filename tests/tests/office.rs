@@ -9,7 +9,7 @@ use std::time::Duration;
 use renderpool_operator::build::gotenberg_args;
 use renderpool_operator::crd::RenderPoolSpec;
 use renderpool_operator::validate::validate;
-use renderpool_testkit::wait;
+use renderpool_testkit::{packages, wait};
 use renderpool_tests::corpus_dir;
 use renderpool_tests::gotenberg::{Access, Gotenberg, queue_size_at};
 use renderpool_tests::render_pod::{RenderPod, error_code};
@@ -342,7 +342,8 @@ async fn a_client_gone_while_waiting_frees_its_place_and_one_gone_mid_conversion
     assert!(gap > -0.02, "the next overlapped the first by {:.3} s: {log:?}", -gap);
 
     // A client that leaves mid-conversion: Gotenberg sees the request cancelled (499) and
-    // LibreOffice's unoconverter for it is gone; the place is free for the next one.
+    // LibreOffice's unoconverter for it is gone, and the unoconverter's watchdog has Gotenberg
+    // replace the LibreOffice that was still converting; the place is free for the next one.
     // (A document not converted yet: the first one would now come from the cache.)
     let cancelled = send("office/test.pptx");
     wait::until("a conversion in LibreOffice", Duration::from_secs(20), || async {
@@ -365,6 +366,13 @@ async fn a_client_gone_while_waiting_frees_its_place_and_one_gone_mid_conversion
     })
     .await;
     assert_eq!(pod.metric("renderpod_office_in_flight", &[]).await, 0.0);
+    // (A conversion sent before the new LibreOffice is up may start on the old one as it is
+    // killed, and fail: docs/limits.md.)
+    wait::until("the watchdog's restart of LibreOffice", Duration::from_secs(60), || async {
+        let restarts = gotenberg.restarts();
+        if restarts.len() == 1 { Ok(()) } else { Err(restarts) }
+    })
+    .await;
     assert_eq!(pod.post("/v1/convert", doc("office/cols.odp")).await.status(), 200);
 }
 
@@ -459,4 +467,87 @@ async fn gotenberg_killed_or_absent_gives_clear_errors_and_pdfs_are_still_served
     assert_eq!(plain.post("/v1/render?page=1&dpi=20", pdf).await.status(), 200);
     assert_eq!(plain.client.get(plain.url("/healthz")).send().await.unwrap().status(), 200);
     assert_eq!(plain.readyz().await["office"]["configured"], false);
+}
+
+#[tokio::test]
+async fn bombs_and_macros_are_refused_before_gotenberg_and_the_next_document_converts() {
+    let _serial = SERIAL.lock().await;
+    let gotenberg = gotenberg(4).await;
+    // A total limit below the slow document's weight, to see the 413 as well.
+    let pod = pod_for(&gotenberg, &["--office-max-inflated-bytes", "8Mi"]).await;
+    // 256 MiB of paragraphs from about 300 KB: LibreOffice would lay it out for minutes.
+    let bomb = packages::inflate_bomb_docx(256 << 20);
+    for (attempt, route) in
+        ["/v1/convert", "/v1/info", "/v1/convert", "/v1/render?page=1"].into_iter().enumerate()
+    {
+        let (status, code) = error_code(pod.post(route, bomb.clone()).await).await;
+        assert_eq!((status, code.as_str()), (422, "office_inflate_bomb"), "attempt {attempt}");
+    }
+    let heavy = packages::slow_docx(200_000, 7);
+    let (status, code) = error_code(pod.post("/v1/convert", heavy).await).await;
+    assert_eq!((status, code.as_str()), (413, "office_inflated_too_large"));
+    let (status, code) = error_code(pod.post("/v1/convert", packages::docm("hello")).await).await;
+    assert_eq!((status, code.as_str()), (415, "macro_enabled_document"));
+    // The next ordinary document converts, and it is the only one Gotenberg ever saw.
+    let marker = packages::docx("after the bombs");
+    let started = std::time::Instant::now();
+    assert_eq!(pod.post("/v1/convert", marker.clone()).await.status(), 200);
+    println!("the document after the bombs converted in {:.2} s", started.elapsed().as_secs_f64());
+    let log = conversions_through(&gotenberg, &marker, 1).await;
+    assert_eq!(log.len(), 1, "Gotenberg saw: {log:?}");
+    assert_eq!(
+        pod.metric("renderpod_office_conversions_total", &["office_inflate_bomb"]).await,
+        4.0
+    );
+}
+
+#[tokio::test]
+async fn a_document_that_times_libreoffice_out_twice_is_quarantined_and_libreoffice_is_freed_each_time()
+ {
+    let _serial = SERIAL.lock().await;
+    // Gotenberg's own timeout follows the operator's 60 s; the pod gives up after 15 s first.
+    let gotenberg = gotenberg(4).await;
+    let pod = pod_for(&gotenberg, &["--job-deadline-ms", "15000"]).await;
+    // Honest and under every limit (about 2 to 1, 33 MB of text), but minutes of layout.
+    let slow = packages::slow_docx(300_000, 1);
+    for strike in 1..=2usize {
+        let before = gotenberg.libreoffice();
+        assert_eq!(before.len(), 1, "one LibreOffice before strike {strike}: {before:?}");
+        let (status, code) = error_code(pod.post("/v1/convert", slow.clone()).await).await;
+        assert_eq!((status, code.as_str()), (504, "conversion_timeout"), "strike {strike}");
+        // The pod gave up and closed its connection; Gotenberg killed the unoconverter, and the
+        // unoconverter's watchdog the LibreOffice still converting, and had Gotenberg start a
+        // new one: with no conversion of ours asking for it.
+        // (A minute: on a loaded machine LibreOffice takes tens of seconds to start.)
+        let what = format!("a new LibreOffice in place of the busy one after strike {strike}");
+        let renewed = wait::try_until(&what, Duration::from_secs(60), || async {
+            let now = gotenberg.libreoffice();
+            let renewed = !now.is_empty() && now.iter().all(|pid| !before.contains(pid));
+            if renewed && gotenberg.restarts().len() == strike { Ok(()) } else { Err(now) }
+        })
+        .await;
+        if let Err(timed_out) = renewed {
+            let log = gotenberg.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!("{timed_out}; Gotenberg's log ends:\n{}", tail.join("\n"));
+        }
+    }
+    assert_eq!(pod.metric("renderpod_office_strikes_total", &["quarantined=\"false\""]).await, 1.0);
+    assert_eq!(pod.metric("renderpod_office_strikes_total", &["quarantined=\"true\""]).await, 1.0);
+    // The third time it is refused before Gotenberg, on every route.
+    for route in ["/v1/convert", "/v1/info"] {
+        let (status, code) = error_code(pod.post(route, slow.clone()).await).await;
+        assert_eq!((status, code.as_str()), (422, "document_quarantined"), "{route}");
+    }
+    // And LibreOffice is free for the next document at once, not after the slow one.
+    let marker = packages::docx("after the slow one");
+    let started = std::time::Instant::now();
+    assert_eq!(pod.post("/v1/convert", marker.clone()).await.status(), 200);
+    println!(
+        "the next document, sent after the second timeout, converted in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    let log = conversions_through(&gotenberg, &marker, 3).await;
+    let cancelled = log.iter().filter(|a| a.status == 499).count();
+    assert_eq!((log.len(), cancelled), (3, 2), "two abandoned, one converted: {log:?}");
 }

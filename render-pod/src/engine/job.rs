@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::work_class::WorkClass;
 use crate::ops::{DocHash, Op, OpError, OpOutput};
+use crate::quarantine::WorkClass;
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone)]

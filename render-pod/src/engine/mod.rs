@@ -8,7 +8,6 @@ mod confine;
 mod fatal;
 mod job;
 mod metrics;
-mod poison;
 mod policy;
 mod process;
 mod procfs;
@@ -16,7 +15,6 @@ mod protocol;
 mod sandbox;
 mod slot;
 mod verdict;
-mod work_class;
 pub mod worker;
 
 use std::sync::Arc;
@@ -30,6 +28,7 @@ use tokio::task::JoinHandle;
 
 use crate::byte_budget::ByteBudget;
 use crate::ops::{DocHash, OpOutput};
+use crate::quarantine::{PoisonList, WorkClass};
 
 pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
 pub use job::{JobError, Task, Timing};
@@ -37,7 +36,6 @@ pub use metrics::EngineMetrics;
 pub use process::WorkerCommand;
 pub use procfs::Memory;
 pub use sandbox::Probe;
-pub use work_class::WorkClass;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -52,8 +50,6 @@ pub struct EngineConfig {
     pub recycle_after_jobs: u64,
     /// Resident memory above which a worker is replaced after its job.
     pub recycle_rss: u64,
-    /// How long a document that crashed a worker is refused.
-    pub poison_ttl: Duration,
     /// How long a running job whose client went away may still finish before its worker is
     /// killed and replaced.
     pub cancel_grace: Duration,
@@ -81,7 +77,8 @@ struct Shared {
     config: EngineConfig,
     metrics: Arc<EngineMetrics>,
     queue: Mutex<mpsc::Receiver<job::Job>>,
-    poison: poison::PoisonList,
+    /// Quarantined documents, shared with the Office path.
+    poison: Arc<PoisonList>,
     slots: Vec<SlotStatus>,
     /// Job time, for `Retry-After`.
     average_job: MovingAverage,
@@ -139,13 +136,18 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts one supervisor task per slot; workers come up in the background.
-    pub fn start(config: EngineConfig, metrics: Arc<EngineMetrics>) -> Self {
+    /// Starts one supervisor task per slot; workers come up in the background. Documents that
+    /// crash or exhaust a worker are remembered in `poison` (the Office path's list too).
+    pub fn start(
+        config: EngineConfig,
+        metrics: Arc<EngineMetrics>,
+        poison: Arc<PoisonList>,
+    ) -> Self {
         let (sender, receiver) = mpsc::channel(config.queue_depth.max(1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let slots = (0..config.slots).map(|_| SlotStatus::default()).collect();
         let shared = Arc::new(Shared {
-            poison: poison::PoisonList::new(config.poison_ttl, poison::CAPACITY),
+            poison,
             config,
             metrics,
             queue: Mutex::new(receiver),
@@ -364,7 +366,6 @@ mod tests {
             job_deadline: deadline,
             recycle_after_jobs: 10,
             recycle_rss: 1 << 29,
-            poison_ttl: Duration::from_secs(60),
             cancel_grace: Duration::from_millis(100),
             stop_grace: Duration::from_millis(100),
             worker: WorkerCommand {
@@ -375,7 +376,9 @@ mod tests {
             },
             answers: ByteBudget::new(1 << 20, Default::default()),
         };
-        Engine::start(config, Arc::new(EngineMetrics::new(Rejections::default())))
+        let poison =
+            Arc::new(PoisonList::new(Duration::from_secs(60), crate::quarantine::CAPACITY));
+        Engine::start(config, Arc::new(EngineMetrics::new(Rejections::default())), poison)
     }
 
     fn task(doc: &'static [u8]) -> Task {

@@ -16,8 +16,8 @@ use super::policy::{self, CrashLoop, HEALTHY_LIFETIME};
 use super::process::{AnswerRefused, Reply, WorkerProcess};
 use super::protocol::{self, JobHeader, ProtocolError};
 use super::verdict::{self, Blame, Ending};
-use super::work_class::WorkClass;
 use super::{Shared, SlotStatus, procfs};
+use crate::quarantine::WorkClass;
 
 /// Why a worker's service ended.
 enum End {

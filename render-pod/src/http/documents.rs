@@ -11,9 +11,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::engine::{JobError, Place, Task, Timing, WorkClass};
+use crate::engine::{JobError, Place, Task, Timing};
 use crate::office::{ConvertError, ConvertOptions, Detected, detect};
 use crate::ops::{DocHash, ImageOutput, Op, OpError, OpOutput};
+use crate::quarantine::WorkClass;
 
 use super::AppState;
 use super::error::ApiError;

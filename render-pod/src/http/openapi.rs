@@ -25,12 +25,14 @@ mod tests {
     use serde_json::Value;
 
     use super::DOCUMENT;
-    use crate::engine::{JobError, WorkClass};
+    use crate::engine::JobError;
     use crate::http::input::{NDJSON, PASSWORD_HEADER, REQUEST_TIMEOUT_HEADER};
     use crate::http::params::{self, Query, ThumbnailLimits};
     use crate::http::{RouteKind, routes};
+    use crate::office::detect::inflation::InflationError;
     use crate::office::{ConvertError, Refusal};
     use crate::ops::{OpError, size};
+    use crate::quarantine::WorkClass;
 
     fn doc() -> Value {
         serde_json::from_str(DOCUMENT).expect("render-pod/openapi.json is not JSON")
@@ -363,6 +365,7 @@ mod tests {
             Refusal::OtherCompound,
             Refusal::Encrypted,
             Refusal::Damaged(String::new()),
+            Refusal::MacroEnabled(""),
         ];
         let office = [
             ConvertError::NotConfigured,
@@ -377,6 +380,13 @@ mod tests {
             ConvertError::Failed { message: String::new() },
             ConvertError::Upstream { status: 418, message: String::new() },
             ConvertError::TooLarge { max: 1 },
+            ConvertError::Inflation(InflationError::TooLarge { inflated: 2, max: 1 }),
+            ConvertError::Inflation(InflationError::Bomb {
+                part: String::new(),
+                compressed: 1,
+                inflated: 2,
+                max: 1,
+            }),
         ];
         let ops = ops.into_iter().map(|e| (e.status(), e.code()));
         let jobs = jobs.into_iter().map(|e| (e.status(), e.code()));

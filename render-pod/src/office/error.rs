@@ -1,6 +1,7 @@
 //! Why an Office document was not converted, with the API code and status a client acts on.
 
 use super::detect::Refusal;
+use super::detect::inflation::InflationError;
 
 /// A failed or refused conversion.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +17,10 @@ pub enum ConvertError {
     /// The document is not an Office document at all (for `/v1/convert`).
     #[error("{0}")]
     NotOffice(&'static str),
+    /// The package declares it inflates past a limit, or like a ZIP bomb (from its central
+    /// directory, before Gotenberg sees it).
+    #[error("{0}")]
+    Inflation(InflationError),
     /// Every place is taken and the line of waiters is full.
     #[error("all {share} Office conversion places are taken and {waiting} requests are waiting")]
     QueueFull { share: u32, waiting: usize, retry_after_secs: u64 },
@@ -56,7 +61,15 @@ impl ConvertError {
             ConvertError::Refused(r) => match r {
                 Refusal::Encrypted => "encrypted_document",
                 Refusal::Damaged(_) => "unreadable_document",
+                Refusal::MacroEnabled(_) => "macro_enabled_document",
                 _ => "unsupported_format",
+            },
+            ConvertError::Inflation(e) => match e {
+                InflationError::Bomb { .. } => "office_inflate_bomb",
+                InflationError::Damaged(_) => "unreadable_document",
+                InflationError::TooLarge { .. } | InflationError::PartTooLarge { .. } => {
+                    "office_inflated_too_large"
+                }
             },
             ConvertError::NotOffice(_) => "unsupported_format",
             ConvertError::QueueFull { .. }
@@ -77,6 +90,9 @@ impl ConvertError {
         match self {
             ConvertError::Refused(r) if r.is_unreadable() => 422,
             ConvertError::Refused(_) | ConvertError::NotOffice(_) => 415,
+            ConvertError::Inflation(InflationError::TooLarge { .. })
+            | ConvertError::Inflation(InflationError::PartTooLarge { .. }) => 413,
+            ConvertError::Inflation(_) => 422,
             ConvertError::NotConfigured
             | ConvertError::QueueFull { .. }
             | ConvertError::WaitTimeout { .. }
@@ -129,6 +145,24 @@ mod tests {
         assert_eq!((epub.code(), epub.status()), ("unsupported_format", 415));
         let damaged = ConvertError::Refused(Refusal::Damaged("cut".into()));
         assert_eq!((damaged.code(), damaged.status()), ("unreadable_document", 422));
+        let macros = ConvertError::Refused(Refusal::MacroEnabled("a VBA project"));
+        assert_eq!((macros.code(), macros.status()), ("macro_enabled_document", 415));
+        let bomb = ConvertError::Inflation(InflationError::Bomb {
+            part: "word/document.xml".into(),
+            compressed: 1 << 20,
+            inflated: 1 << 30,
+            max: 100,
+        });
+        assert_eq!((bomb.code(), bomb.status()), ("office_inflate_bomb", 422));
+        let big =
+            ConvertError::Inflation(InflationError::TooLarge { inflated: 2 << 30, max: 1 << 30 });
+        assert_eq!((big.code(), big.status()), ("office_inflated_too_large", 413));
+        let part = ConvertError::Inflation(InflationError::PartTooLarge {
+            part: "xl/worksheets/sheet1.xml".into(),
+            inflated: 600 << 20,
+            max: 512 << 20,
+        });
+        assert_eq!((part.code(), part.status()), ("office_inflated_too_large", 413));
         let timeout = ConvertError::Timeout { detail: "30000 ms".into() };
         assert_eq!(
             (timeout.code(), timeout.status(), timeout.retry_after_secs()),

@@ -19,6 +19,11 @@ use crate::metrics::count;
 const CONVERT_PATH: &str = "/forms/libreoffice/convert";
 /// Connection attempts while nothing listens (a replica restarting); after that, unavailable.
 const CONNECT_ATTEMPTS: u32 = 3;
+/// Attempts of a conversion Gotenberg answers 500 (LibreOffice failed: "usually a resource
+/// issue ... may be retried", in Gotenberg's words). The second lands on a LibreOffice Gotenberg
+/// has checked again: a conversion that started on one just killed for an abandoned conversion
+/// (docs/limits.md) gets a fresh one, and a document that crashes LibreOffice crashes it twice.
+const FAILED_ATTEMPTS: u32 = 2;
 /// Retry `n` waits a random time in [c/2, c), c = 50 ms * 2^(n-1) at most 1 s ("equal
 /// jitter", so the retries of many pods do not line up).
 const BACKOFF_FIRST_CEILING: Duration = Duration::from_millis(50);
@@ -77,8 +82,8 @@ impl GotenbergClient {
         Ok(Self { http, convert_url, max_pdf_bytes, metrics })
     }
 
-    /// Converts `doc` to PDF before `deadline`, retrying busy answers (429) and refused
-    /// connections on new connections with a short jittered backoff.
+    /// Converts `doc` to PDF before `deadline`, retrying busy answers (429), refused connections
+    /// and one failed conversion (500) on new connections with a short jittered backoff.
     pub async fn convert(
         &self,
         doc: &Bytes,
@@ -88,6 +93,7 @@ impl GotenbergClient {
     ) -> Result<Bytes, ConvertError> {
         let mut attempts = 0u32;
         let mut refused_connections = 0u32;
+        let mut failures = 0u32;
         let mut backoff = Backoff::equal_jitter(BACKOFF_FIRST_CEILING, BACKOFF_MAX_CEILING);
         loop {
             attempts += 1;
@@ -102,6 +108,12 @@ impl GotenbergClient {
             if reason == "connect" {
                 refused_connections += 1;
                 if refused_connections >= CONNECT_ATTEMPTS {
+                    return Err(error);
+                }
+            }
+            if reason == "failed" {
+                failures += 1;
+                if failures >= FAILED_ATTEMPTS {
                     return Err(error);
                 }
             }
@@ -152,6 +164,7 @@ impl GotenbergClient {
         let message = error_message(response).await;
         Err(match status {
             429 => Attempt::Retry(ConvertError::Busy { attempts: 1, retry_after_secs: 1 }, "busy"),
+            500 => Attempt::Retry(classify(500, message), "failed"),
             other => Attempt::Final(classify(other, message)),
         })
     }

@@ -1,4 +1,5 @@
-//! Prometheus metrics of the Office path: admission, conversions, retries and the PDF cache.
+//! Prometheus metrics of the Office path: admission, conversions, retries, strikes and the PDF
+//! cache.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,8 +23,12 @@ pub struct OfficeMetrics {
     pub conversion: Histogram,
     /// Conversions finished, by result code (`ok` or an error code).
     pub conversions: Family<Labels, Counter>,
-    /// Requests Gotenberg answered busy (429) or refused to connect, retried on a new connection.
+    /// Requests Gotenberg answered busy (429) or failed (500, once), or that found no connection,
+    /// retried on a new connection.
     pub retries: Family<Labels, Counter>,
+    /// Documents struck for a conversion that timed out or failed in LibreOffice, by whether
+    /// the strike quarantined them (`quarantined="true"`).
+    pub strikes: Family<Labels, Counter>,
     /// Cache lookups: `hit`, `miss` (a new conversion), `shared` (joined one in flight).
     pub cache_lookups: Family<Labels, Counter>,
     /// PDF bytes in the cache.
@@ -42,6 +47,7 @@ impl Default for OfficeMetrics {
             conversion: seconds_histogram(),
             conversions: Family::default(),
             retries: Family::default(),
+            strikes: Family::default(),
             cache_lookups: Family::default(),
             cache_bytes: Gauge::default(),
             cache_entries: Gauge::default(),
@@ -66,6 +72,11 @@ impl Register for OfficeMetrics {
             "retries",
             "Gotenberg requests retried on a new connection, by reason",
             self.retries.clone(),
+        );
+        office.register(
+            "strikes",
+            "Office documents struck for timing out or failing in LibreOffice",
+            self.strikes.clone(),
         );
         office.register("cache_lookups", "Converted-PDF cache lookups", self.cache_lookups.clone());
         office.register("cache_bytes", "Converted-PDF bytes cached", self.cache_bytes.clone());

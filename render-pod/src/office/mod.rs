@@ -1,6 +1,8 @@
-//! Office to PDF: detection from the bytes, admission within this pod's share of the Gotenberg
-//! pool, the Gotenberg client and a cache of converted PDFs. The HTTP layer calls [`Office`];
-//! nothing here knows about HTTP requests or PDFium slots.
+//! Office to PDF: detection from the bytes, the weight a package declares, admission within
+//! this pod's share of the Gotenberg pool, the Gotenberg client and a cache of converted PDFs.
+//! A conversion that times out or fails in LibreOffice is a strike against its document in the
+//! quarantine PDFium's crashes use (a second strike quarantines it). The HTTP layer calls
+//! [`Office`]; nothing here knows about HTTP requests or PDFium slots.
 
 mod admission;
 mod cache;
@@ -26,9 +28,11 @@ use renderpool_runtime::pacing::{MovingAverage, retry_after_secs};
 
 use crate::metrics::count;
 use crate::ops::DocHash;
+use crate::quarantine::{PoisonList, WorkClass};
 
 pub use admission::{Admission, AdmissionStatus, Permit, Refused};
 pub use cache::{CacheKey, CacheStatus, PdfCache};
+pub use detect::inflation::InflationLimits;
 pub use detect::{Detected, OfficeFormat, Refusal, detect};
 pub use error::ConvertError;
 pub use gotenberg::{GotenbergClient, UrlError};
@@ -64,6 +68,8 @@ pub struct OfficeConfig {
     pub cache_bytes: u64,
     /// Largest converted PDF accepted.
     pub max_pdf_bytes: u64,
+    /// What a package may declare it inflates to.
+    pub inflation: InflationLimits,
 }
 
 /// `/readyz`'s view of the Office path (readiness never depends on it).
@@ -98,14 +104,18 @@ pub struct Office {
     average_conversion: MovingAverage,
     metrics: Arc<OfficeMetrics>,
     job_deadline: Duration,
+    /// Where a conversion that stalled or crashed LibreOffice strikes its document.
+    poison: Arc<PoisonList>,
 }
 
 impl Office {
-    /// Builds the Office path; a bad Gotenberg URL is an error at start, not per request.
+    /// Builds the Office path, striking documents in `poison`; a bad Gotenberg URL is an error
+    /// at start, not per request.
     pub fn new(
         config: OfficeConfig,
         job_deadline: Duration,
         metrics: Arc<OfficeMetrics>,
+        poison: Arc<PoisonList>,
     ) -> Result<Arc<Self>, UrlError> {
         let client = config
             .gotenberg_url
@@ -133,6 +143,7 @@ impl Office {
             average_conversion: MovingAverage::default(),
             metrics,
             job_deadline,
+            poison,
         }))
     }
 
@@ -160,8 +171,9 @@ impl Office {
 
     /// The PDF of `upload` (an Office document of `format` whose hash is `hash`): from the
     /// cache, from a conversion of the same upload already under way, or converted now within
-    /// this pod's share. Dropping the future gives up its interest; the conversion is
-    /// cancelled once nobody waits for it any more.
+    /// this pod's share. A package that declares it inflates past the limits is refused first.
+    /// Dropping the future gives up its interest; the conversion is cancelled once nobody waits
+    /// for it any more.
     pub async fn to_pdf(
         self: &Arc<Self>,
         upload: &Bytes,
@@ -173,6 +185,11 @@ impl Office {
         if self.client.is_none() {
             count(&self.metrics.conversions, "result", ConvertError::NotConfigured.code());
             return Err(ConvertError::NotConfigured);
+        }
+        if let Err(refused) = detect::inflation::check(upload, &self.config.inflation) {
+            let refused = ConvertError::Inflation(refused);
+            count(&self.metrics.conversions, "result", refused.code());
+            return Err(refused);
         }
         let key = CacheKey { upload: hash, options };
         if let Some(hit) = self.cache.get(&key) {
@@ -224,6 +241,9 @@ impl Office {
             Err(e) => e.code(),
         };
         count(&self.metrics.conversions, "result", code);
+        if let Err(e) = &result {
+            self.strike(&key.upload, e);
+        }
         let converted = result?;
         self.cache.insert(key.clone(), converted.clone());
         let cache = self.cache.status();
@@ -269,6 +289,20 @@ impl Office {
             })?
         };
         Ok(Converted { pdf, hash })
+    }
+
+    /// Counts a strike against `upload` when LibreOffice ran out of time on it or failed on it
+    /// (Gotenberg's 500: a crash or exhausted resources, by its own message): the engine's rule
+    /// for a death whose cause cannot be shown, since a conversion may also have waited behind
+    /// another inside Gotenberg. The second within the TTL quarantines it for all work.
+    fn strike(&self, upload: &DocHash, error: &ConvertError) {
+        if !matches!(error, ConvertError::Timeout { .. } | ConvertError::Failed { .. }) {
+            return;
+        }
+        let quarantined = self.poison.strike(*upload, WorkClass::Open, Instant::now());
+        count(&self.metrics.strikes, "quarantined", if quarantined { "true" } else { "false" });
+        let document = blake3::Hash::from(upload.0).to_hex();
+        tracing::warn!(%document, %error, quarantined, "Office conversion struck its document");
     }
 
     /// Seconds a refused client should wait: the waiters ahead worked off at the average

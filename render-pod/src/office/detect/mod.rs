@@ -1,9 +1,12 @@
 //! What a document is, from its bytes alone (never from a name or a declared type): a PDF, an
 //! Office format Gotenberg converts, or something refused before Gotenberg sees it. Pure and
 //! bounded: one pass over the ZIP or compound-file directory at most, never a decompression.
+//! A package's declared inflated size is weighed by [`inflation`], against limits the caller
+//! holds.
 
 mod bytes;
 mod cfb;
+pub mod inflation;
 mod zip;
 
 use std::fmt;
@@ -84,6 +87,10 @@ pub enum Refusal {
     /// A password-protected OOXML document (a compound file holding `EncryptionInfo`).
     #[error("the Office document is encrypted with a password")]
     Encrypted,
+    /// A package that carries macros (a VBA project, Excel 4 macro sheets): refused rather than
+    /// trusted to LibreOffice's macro security, whatever the file's extension says.
+    #[error("the Office document carries macros ({0}); macro-enabled documents are not converted")]
+    MacroEnabled(&'static str),
     /// The container itself is damaged: nothing could read it.
     #[error("the document's container is damaged: {0}")]
     Damaged(String),
@@ -149,6 +156,19 @@ fn from_zip(bytes: &[u8]) -> Detected {
     if !has(b"[Content_Types].xml") {
         return Detected::Refused(Refusal::OtherZip);
     }
+    // Where OOXML keeps macros: the VBA project (word/, xl/ or ppt/vbaProject.bin, the part a
+    // .docm, .xlsm or .pptm carries) and Excel 4 macro sheets, which need no VBA project.
+    let named = |file: &[u8]| {
+        names
+            .iter()
+            .any(|n| n.len() >= file.len() && n[n.len() - file.len()..].eq_ignore_ascii_case(file))
+    };
+    if named(b"vbaProject.bin") {
+        return Detected::Refused(Refusal::MacroEnabled("a VBA project"));
+    }
+    if under(b"xl/macrosheets/") {
+        return Detected::Refused(Refusal::MacroEnabled("Excel 4 macro sheets"));
+    }
     if under(b"word/") {
         Detected::Office(OfficeFormat::Docx)
     } else if under(b"xl/") {
@@ -190,6 +210,9 @@ fn from_compound(bytes: &[u8]) -> Detected {
     let has = |name: &str| names.iter().any(|n| n.eq_ignore_ascii_case(name));
     if has("EncryptionInfo") && has("EncryptedPackage") {
         Detected::Refused(Refusal::Encrypted)
+    } else if has("Macros") || has("_VBA_PROJECT_CUR") {
+        // Word 97-2003 keeps its VBA project in a root storage `Macros`, Excel in `_VBA_PROJECT_CUR`.
+        Detected::Refused(Refusal::MacroEnabled("a VBA project"))
     } else if has("WordDocument") {
         Detected::Office(OfficeFormat::Doc)
     } else if has("Workbook") || has("Book") {
@@ -229,6 +252,33 @@ mod tests {
         assert_eq!(detect(&xps), Detected::Refused(Refusal::OtherOoxml));
         let plain = archive(&[("notes.txt", b"hello"), ("word/readme", b"")]);
         assert_eq!(detect(&plain), Detected::Refused(Refusal::OtherZip));
+    }
+
+    #[test]
+    fn macro_enabled_packages_are_refused_by_their_parts() {
+        let docm = renderpool_testkit::packages::docm("hello");
+        let refused = Detected::Refused(Refusal::MacroEnabled("a VBA project"));
+        assert_eq!(detect(&docm), refused);
+        let xlsm = archive(&[
+            ("[Content_Types].xml", b"<T/>"),
+            ("xl/workbook.xml", b"<x/>"),
+            ("xl/vbaProject.bin", b"vba"),
+        ]);
+        assert_eq!(detect(&xlsm), refused);
+        let pptm = archive(&[("[Content_Types].xml", b"<T/>"), ("ppt/VBAPROJECT.BIN", b"")]);
+        assert_eq!(detect(&pptm), refused);
+        let xlm = archive(&[
+            ("[Content_Types].xml", b"<T/>"),
+            ("xl/workbook.xml", b"<x/>"),
+            ("xl/macrosheets/sheet1.xml", b"<m/>"),
+        ]);
+        assert_eq!(detect(&xlm), Detected::Refused(Refusal::MacroEnabled("Excel 4 macro sheets")));
+        // Legacy files with a VBA project.
+        assert_eq!(detect(&compound(&["WordDocument", "1Table", "Macros"])), refused);
+        assert_eq!(detect(&compound(&["Workbook", "_VBA_PROJECT_CUR"])), refused);
+        // The plain ones still convert.
+        let docx = renderpool_testkit::packages::docx("hello");
+        assert_eq!(detect(&docx), Detected::Office(OfficeFormat::Docx));
     }
 
     #[test]

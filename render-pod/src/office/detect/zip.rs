@@ -1,5 +1,5 @@
-//! Just enough of the ZIP format to tell Office packages apart: the names in the central
-//! directory and the first local entry. Nothing is decompressed; every read is bounds-checked
+//! Just enough of the ZIP format to tell Office packages apart and weigh them: the names and
+//! declared sizes in the central directory, and the first local entry. Nothing is decompressed; every read is bounds-checked
 //! and every loop is bounded by the input's length, so hostile bytes cost at most one pass.
 
 use super::bytes::{u16_at, u32_at, u64_at};
@@ -9,6 +9,8 @@ const CENTRAL_HEADER: u32 = 0x0201_4b50;
 const END_RECORD: u32 = 0x0605_4b50;
 const ZIP64_END_RECORD: u32 = 0x0606_4b50;
 const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+/// The extra field that holds an entry's 64-bit sizes.
+const ZIP64_EXTRA: u16 = 0x0001;
 /// The end record is 22 bytes plus a comment of at most 65535 bytes.
 const END_RECORD_LEN: usize = 22;
 const MAX_COMMENT: usize = u16::MAX as usize;
@@ -122,15 +124,28 @@ fn zip64_directory(bytes: &[u8], end: usize) -> Result<(u64, u64, u64, usize), Z
     Ok((read(32)?, read(40)?, read(48)?, record))
 }
 
-/// The file names of the central directory, in order.
-pub fn names(bytes: &[u8]) -> Result<Vec<&[u8]>, ZipError> {
+/// What the central directory declares of one entry (nothing here is checked against the
+/// data: a lying directory is the reader's problem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// Its file name.
+    pub name: &'a [u8],
+    /// Bytes of its data as stored.
+    pub compressed: u64,
+    /// Bytes of its data once inflated.
+    pub uncompressed: u64,
+}
+
+/// The entries of the central directory, in order, with their sizes (ZIP64 extra fields
+/// honoured).
+pub fn entries(bytes: &[u8]) -> Result<Vec<Entry<'_>>, ZipError> {
     let dir = directory(bytes)?;
     let region =
         bytes.get(dir.offset..dir.offset + dir.size).ok_or(ZipError::DirectoryOutOfBounds)?;
     if dir.entries > 0 && u32_at(region, 0) != Some(CENTRAL_HEADER) {
         return Err(ZipError::DirectoryMisplaced);
     }
-    let mut names = Vec::with_capacity(usize::try_from(dir.entries).unwrap_or(0));
+    let mut entries = Vec::with_capacity(usize::try_from(dir.entries).unwrap_or(0));
     let mut pos = 0usize;
     for index in 0..dir.entries {
         let damaged = || ZipError::DamagedEntry(index);
@@ -139,15 +154,58 @@ pub fn names(bytes: &[u8]) -> Result<Vec<&[u8]>, ZipError> {
         }
         let len = |at: usize| u16_at(region, pos + at).map(usize::from).ok_or_else(damaged);
         let (name_len, extra_len, comment_len) = (len(28)?, len(30)?, len(32)?);
+        let size = |at: usize| u32_at(region, pos + at).ok_or_else(damaged);
+        let (compressed32, uncompressed32) = (size(20)?, size(24)?);
         let name_start = pos + 46;
-        names.push(region.get(name_start..name_start + name_len).ok_or_else(damaged)?);
-        pos = name_start + name_len + extra_len + comment_len;
+        let name = region.get(name_start..name_start + name_len).ok_or_else(damaged)?;
+        let extra_start = name_start + name_len;
+        let extra = region.get(extra_start..extra_start + extra_len).ok_or_else(damaged)?;
+        let (uncompressed, compressed) =
+            zip64_sizes(extra, uncompressed32, compressed32).ok_or_else(damaged)?;
+        entries.push(Entry { name, compressed, uncompressed });
+        pos = extra_start + extra_len + comment_len;
         if pos > region.len() {
             return Err(damaged());
         }
     }
     debug_assert!(dir.offset + pos <= dir.end);
-    Ok(names)
+    Ok(entries)
+}
+
+/// The sizes of an entry: a 32-bit field of all ones is replaced, in order (uncompressed, then
+/// compressed), by the next 8 bytes of its ZIP64 extra field; `None` when that field is
+/// missing or too short.
+fn zip64_sizes(extra: &[u8], uncompressed: u32, compressed: u32) -> Option<(u64, u64)> {
+    if uncompressed != u32::MAX && compressed != u32::MAX {
+        return Some((u64::from(uncompressed), u64::from(compressed)));
+    }
+    let mut at = 0usize;
+    let field = loop {
+        let id = u16_at(extra, at)?;
+        let len = usize::from(u16_at(extra, at + 2)?);
+        let data = extra.get(at + 4..(at + 4).checked_add(len)?)?;
+        if id == ZIP64_EXTRA {
+            break data;
+        }
+        at += 4 + len;
+    };
+    let mut next = 0usize;
+    let mut take = |declared: u32| -> Option<u64> {
+        if declared != u32::MAX {
+            return Some(u64::from(declared));
+        }
+        let value = u64_at(field, next)?;
+        next += 8;
+        Some(value)
+    };
+    let uncompressed = take(uncompressed)?;
+    let compressed = take(compressed)?;
+    Some((uncompressed, compressed))
+}
+
+/// The file names of the central directory, in order.
+pub fn names(bytes: &[u8]) -> Result<Vec<&[u8]>, ZipError> {
+    Ok(entries(bytes)?.into_iter().map(|entry| entry.name).collect())
 }
 
 #[cfg(test)]
