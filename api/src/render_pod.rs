@@ -64,6 +64,7 @@ pub mod env {
     pub const OFFICE_SHARE_POLL_MS: &str = "RENDERPOD_OFFICE_SHARE_POLL_MS";
     pub const OFFICE_QUEUE_DEPTH: &str = "RENDERPOD_OFFICE_QUEUE_DEPTH";
     pub const OFFICE_CACHE_BYTES: &str = "RENDERPOD_OFFICE_CACHE_BYTES";
+    pub const AUTH_TOKEN_FILE: &str = "RENDERPOD_AUTH_TOKEN_FILE";
     pub const LOG_FORMAT: &str = "RENDERPOD_LOG_FORMAT";
     pub const WORKER_EXE: &str = "RENDERPOD_WORKER_EXE";
 }

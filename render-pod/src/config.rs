@@ -155,6 +155,13 @@ pub struct ServeArgs {
     #[arg(long, env = env::OFFICE_CACHE_BYTES, value_parser = parse_memory_bytes,
           default_value_t = pod::OFFICE_CACHE.bytes())]
     pub office_cache_bytes: u64,
+    /// File holding the token every /v1/* request must present as `Authorization: Bearer
+    /// <token>` (401 unauthorized otherwise; surrounding whitespace is not part of it). Read
+    /// again at most every second, so a rotated Secret takes effect without a restart. Without
+    /// it the document routes answer whoever reaches the pod; /healthz, /readyz, /metrics and
+    /// /openapi.json never ask for a token.
+    #[arg(long, env = env::AUTH_TOKEN_FILE)]
+    pub auth_token_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, env = env::LOG_FORMAT, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
