@@ -14,6 +14,7 @@ mod memory_ceiling;
 mod ops_corpus;
 mod ops_oneshot;
 mod pdfium_binding;
+mod service_auth;
 mod service_cancel;
 mod service_corpus;
 mod service_crash;
