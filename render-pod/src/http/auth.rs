@@ -107,7 +107,7 @@ fn read_digest(path: &Path) -> Result<blake3::Hash, TokenError> {
 /// The token of an `Authorization` value of the `Bearer` scheme (case-insensitive, RFC 7235).
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(6)?;
-    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.first().is_some_and(|b| *b == b' ') {
+    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.starts_with(b" ") {
         return None;
     }
     Some(rest.trim_ascii()).filter(|token| !token.is_empty())
