@@ -42,7 +42,7 @@ pub struct Stores {
     pub pdbs: Store<PodDisruptionBudget>,
     /// The Office share ConfigMaps.
     pub config_maps: Store<ConfigMap>,
-    /// The Gotenberg NetworkPolicies.
+    /// The Gotenberg and render NetworkPolicies.
     pub network_policies: Store<NetworkPolicy>,
     /// The render pods' HorizontalPodAutoscalers.
     pub autoscalers: Store<HorizontalPodAutoscaler>,
@@ -120,9 +120,9 @@ impl Applied {
     }
 }
 
-/// Applies what is not converged in `children` and deletes the Gotenberg pool and the
-/// autoscaler when they are no longer wanted. A child whose name someone else holds is skipped
-/// (and reported), the others are still written.
+/// Applies what is not converged in `children` and deletes the Gotenberg pool, the autoscaler
+/// and the render pods' NetworkPolicy when they are no longer wanted. A child whose name someone
+/// else holds is skipped (and reported), the others are still written.
 pub async fn apply_children(
     target: &Target<'_>,
     pool: &str,
@@ -133,6 +133,14 @@ pub async fn apply_children(
     let uid = pool_uid;
     let mut done = Applied::default();
     let render = children.render;
+    // Before the render pods, so new pods of a pool with clients are never open.
+    done.record(match children.render_policy {
+        Some(policy) => apply_one(target, &stores.network_policies, policy, uid).await?,
+        None => {
+            let name = child_name(pool, Component::Render);
+            delete_if_owned(target, &stores.network_policies, &name, uid).await?
+        }
+    });
     match children.gotenberg {
         Some(g) => {
             // The share first: new render pods mount it and would wait for it.

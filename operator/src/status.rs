@@ -2,10 +2,11 @@
 //! passes (a condition's transition time changes only when its status does), so writing it
 //! never triggers another write.
 
-use crate::build::{Component, selector_string};
+use crate::build::{Component, child_name, selector_string};
 use crate::crd::{LastError, RenderPoolStatus};
 use crate::validate::{PoolPlan, SpecError};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// Condition types the operator writes.
@@ -14,6 +15,8 @@ pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 /// See [`READY`].
 pub const DEGRADED: &str = "Degraded";
+/// Whether only spec.clients may reach the render pods.
+pub const RESTRICTED: &str = "Restricted";
 
 /// Everything the status is computed from.
 #[derive(Debug)]
@@ -104,12 +107,53 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
         gotenberg_replicas: plan.map(|p| p.gotenberg.map_or(0, |g| g.replicas)),
         gotenberg_ready_replicas: plan.map(|_| gotenberg.map_or(0, |g| g.ready)),
         last_error: o.last_error.clone(),
-        conditions: vec![
-            condition(o, READY, ready),
-            condition(o, PROGRESSING, progressing),
-            condition(o, DEGRADED, degraded),
-        ],
+        conditions: [
+            Some(condition(o, READY, ready)),
+            Some(condition(o, PROGRESSING, progressing)),
+            Some(condition(o, DEGRADED, degraded)),
+            restricted(o),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
     }
+}
+
+/// `Restricted`: True while the NetworkPolicy from spec.clients applies, False when the pool is
+/// open to every pod or the policy's name is someone else's. A spec that cannot be applied
+/// leaves the policy as it is, and so the condition as stored.
+fn restricted(o: &Observed<'_>) -> Option<Condition> {
+    let plan = match o.plan {
+        Ok(plan) => plan,
+        Err(_) => {
+            let previous = o.previous?.conditions.iter().find(|c| c.type_ == RESTRICTED)?;
+            return Some(previous.clone());
+        }
+    };
+    let policy = format!(
+        "{} {}",
+        <NetworkPolicy as kube::Resource>::kind(&()),
+        child_name(o.pool, Component::Render)
+    );
+    let verdict = if !plan.clients_only {
+        (
+            false,
+            "OpenToAllPods",
+            "spec.clients is not set: every pod that can reach the render pods may call them;              set spec.clients to admit only the pool's clients"
+                .into(),
+        )
+    } else if o.conflicts.contains(&policy) {
+        (false, NAME_CONFLICT, name_conflict(std::slice::from_ref(&policy)))
+    } else {
+        (
+            true,
+            "ClientsOnly",
+            format!(
+                "{policy} admits only spec.clients and spec.scrapers to the render pods, where                  the cluster's network plugin enforces NetworkPolicies"
+            ),
+        )
+    };
+    Some(condition(o, RESTRICTED, verdict))
 }
 
 /// Reason of the conditions and `lastError` while another object holds a child's name.

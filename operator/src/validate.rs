@@ -75,6 +75,15 @@ pub enum SpecError {
         /// The grace period the spec asks for.
         seconds: i64,
     },
+    /// spec.clients or spec.scrapers that would not mean what it says (the CRD's rules
+    /// normally refuse these first): an empty list of clients would admit every pod.
+    #[error("{field} {problem}")]
+    Access {
+        /// Spec field path.
+        field: String,
+        /// What is wrong with it and what to do.
+        problem: &'static str,
+    },
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -91,6 +100,7 @@ impl SpecError {
             Self::Sizing(SizingError::Zero(_)) => "ZeroSizing",
             Self::Sizing(SizingError::TooLarge(_)) | Self::OutOfRange { .. } => "OutOfRange",
             Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
+            Self::Access { .. } => "InvalidClients",
             Self::Rejected(_) => "ChildRejected",
         }
     }
@@ -111,6 +121,8 @@ pub struct PoolPlan {
     pub grace_period_seconds: i64,
     /// Gotenberg figures, when the pool has one.
     pub gotenberg: Option<GotenbergPlan>,
+    /// spec.clients is set: a NetworkPolicy admits only them (and the scrapers).
+    pub clients_only: bool,
 }
 
 /// The checked figures of the Gotenberg pool.
@@ -143,6 +155,7 @@ impl PoolPlan {
 /// Checks a spec and derives its figures with the shared sizing code.
 pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     check_bounds(spec.bounded_numbers())?;
+    check_access(spec)?;
     if let Some(autoscaling) = &spec.autoscaling {
         check_autoscaling(autoscaling, spec.queue_depth)?;
     }
@@ -195,7 +208,44 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     } else {
         None
     };
-    Ok(PoolPlan { cpu_millis, memory_bytes, slots, replicas, grace_period_seconds, gotenberg })
+    Ok(PoolPlan {
+        cpu_millis,
+        memory_bytes,
+        slots,
+        replicas,
+        grace_period_seconds,
+        gotenberg,
+        clients_only: spec.clients.is_some(),
+    })
+}
+
+/// spec.clients and spec.scrapers as the NetworkPolicy needs them: a peer names pods or
+/// namespaces (a peer with neither is refused by the API server), a list of clients is not
+/// empty (a rule with no peers admits every pod), and scrapers come with clients.
+fn check_access(spec: &RenderPoolSpec) -> Result<(), SpecError> {
+    if spec.clients.as_ref().is_some_and(Vec::is_empty) {
+        return Err(SpecError::Access {
+            field: "spec.clients".into(),
+            problem: "is empty, which would admit every pod: name the pods that may call the                       pool, or omit spec.clients to leave it open",
+        });
+    }
+    if spec.scrapers.is_some() && spec.clients.is_none() {
+        return Err(SpecError::Access {
+            field: "spec.scrapers".into(),
+            problem: "needs spec.clients: without clients every pod may reach the pool",
+        });
+    }
+    for (field, list) in [("spec.clients", &spec.clients), ("spec.scrapers", &spec.scrapers)] {
+        for (i, peer) in list.iter().flatten().enumerate() {
+            if peer.pod_selector.is_none() && peer.namespace_selector.is_none() {
+                return Err(SpecError::Access {
+                    field: format!("{field}[{i}]"),
+                    problem: "names no pods: give podSelector, namespaceSelector or both",
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// preStop, drain, one full job and a margin, each in whole seconds rounded up, so a job that
@@ -445,5 +495,22 @@ mod tests {
         assert_eq!(g.body_limit_bytes, 10_000_000 + MIB);
         // 40 MB + 256 MiB, rounded up to a whole MiB.
         assert_eq!(g.scratch_bytes, 295 * MIB);
+    }
+
+    #[test]
+    fn clients_that_would_not_restrict_are_refused_with_their_field() {
+        for (yaml, field) in [
+            ("clients: []", "spec.clients is empty"),
+            ("scrapers:\n- podSelector: {}", "spec.scrapers needs spec.clients"),
+            ("clients:\n- podSelector: {}\n- {}", "spec.clients[1] names no pods"),
+            ("clients:\n- podSelector: {}\nscrapers:\n- {}", "spec.scrapers[0] names no pods"),
+        ] {
+            let err = validate(&spec_from_yaml(yaml)).unwrap_err();
+            assert_eq!(err.reason(), "InvalidClients", "{yaml}: {err}");
+            assert!(err.to_string().starts_with(field), "{yaml}: {err}");
+        }
+        assert!(!validate(&spec_from_yaml("replicas: 1")).unwrap().clients_only);
+        let only = "clients:\n- namespaceSelector: {matchLabels: {team: web}}\nscrapers: []";
+        assert!(validate(&spec_from_yaml(only)).unwrap().clients_only);
     }
 }

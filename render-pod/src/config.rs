@@ -184,6 +184,13 @@ pub struct ServeArgs {
     #[arg(long, env = env::OFFICE_MAX_COMPRESSION_RATIO, default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub office_max_compression_ratio: u64,
+    /// File holding the token every /v1/* request must present as `Authorization: Bearer
+    /// <token>` (401 unauthorized otherwise; surrounding whitespace is not part of it). Read
+    /// again at most every second, so a rotated Secret takes effect without a restart. Without
+    /// it the document routes answer whoever reaches the pod; /healthz, /readyz, /metrics and
+    /// /openapi.json never ask for a token.
+    #[arg(long, env = env::AUTH_TOKEN_FILE)]
+    pub auth_token_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, env = env::LOG_FORMAT, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -11,6 +11,7 @@ use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
 use crate::engine::worker::WorkerOptions;
 use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
+use crate::http::auth::{BearerToken, TokenError};
 use crate::http::etag::EngineVersion;
 use crate::http::{self, AppState, FrontMetrics, PlanView, Uploads};
 use crate::limits::{self, PlanMetrics};
@@ -46,6 +47,9 @@ pub enum ServeError {
     /// The Gotenberg URL is not usable.
     #[error(transparent)]
     Office(#[from] UrlError),
+    /// The auth token file cannot be used.
+    #[error(transparent)]
+    Auth(#[from] TokenError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
@@ -125,6 +129,8 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         share_file = ?office_status.share_file,
         "office"
     );
+    let auth = args.auth_token_file.as_deref().map(BearerToken::load).transpose()?;
+    tracing::info!(bearer_token = auth.is_some(), token_file = ?args.auth_token_file, "document routes");
     let exe = match &args.worker_exe {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().map_err(ServeError::CurrentExe)?,
@@ -176,6 +182,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         answers,
         thumbnails: args.thumbnail_limits(),
         engine_version,
+        auth,
     });
     let listener = listen::bind(args.listen)
         .await

@@ -1,6 +1,8 @@
 //! Pure builders: a validated RenderPool becomes the objects that run it. No API calls here.
 
+mod auth;
 mod autoscaler;
+mod clients;
 mod common;
 mod gotenberg;
 mod office;
@@ -57,6 +59,9 @@ pub struct Children {
     pub gotenberg: Option<GotenbergObjects>,
     /// The render pods' autoscaler (named like the pool), absent without `spec.autoscaling`.
     pub autoscaler: Option<HorizontalPodAutoscaler>,
+    /// `<pool>-render`, admitting only `spec.clients` and `spec.scrapers`; absent without
+    /// `spec.clients`.
+    pub render_policy: Option<NetworkPolicy>,
 }
 
 /// A RenderPool that cannot own children (it has not been stored by the API server).
@@ -73,7 +78,8 @@ pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMeta
     let render = render::objects(&ctx, &pool.spec, plan);
     let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g));
     let autoscaler = pool.spec.autoscaling.as_ref().map(|a| autoscaler::autoscaler(&ctx, a));
-    Ok(Children { render, gotenberg, autoscaler })
+    let render_policy = clients::render_policy(&ctx, &pool.spec);
+    Ok(Children { render, gotenberg, autoscaler, render_policy })
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::common::{
     place, pod_annotations, pod_security, pre_stop, selector_labels, tmp_volume,
 };
 use super::gotenberg::GOTENBERG_PORT;
-use super::office;
+use super::{auth, office};
 use crate::crd::RenderPoolSpec;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::{
@@ -64,17 +64,24 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
     let (tmp, tmp_mount) = tmp_volume("64Mi".into(), Scratch::Memory);
     let mut volumes = vec![tmp];
     let mut mounts = vec![tmp_mount];
+    let mut vars = render_env(meta, spec, plan);
     if plan.gotenberg.is_some() {
         let (share, share_mount) = office::share_volume(&meta.pool);
         volumes.push(share);
         mounts.push(share_mount);
+    }
+    if let Some(spec_auth) = &spec.auth {
+        let (token, token_mount, token_var) = auth::token(spec_auth);
+        volumes.push(token);
+        mounts.push(token_mount);
+        vars.push(token_var);
     }
     let container = Container {
         name: "render-pod".into(),
         image: Some(spec.image.clone()),
         image_pull_policy: Some(spec.image_pull_policy.as_str().into()),
         args: Some(vec!["serve".into()]),
-        env: Some(render_env(meta, spec, plan)),
+        env: Some(vars),
         ports: Some(vec![http_port(RENDER_PORT)]),
         resources: Some(guaranteed(&spec.cpu, &spec.memory)),
         liveness_probe: Some(http_probe("/healthz", 10, 3)),

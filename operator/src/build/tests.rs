@@ -62,6 +62,7 @@ fn the_render_pod_parses_every_variable_the_operator_writes() {
         "slots: 3\ncpu: '4'\nmemory: 8Gi\nmemoryPerSlot: 1Gi\nqueueDepth: 9\njobDeadlineMs: 12345\n\
          drainDelayMs: 0\nmaxBodySize: 200Mi",
         "gotenberg:\n  enabled: false",
+        "auth:\n  tokenSecretRef: {name: docs-token, key: token}",
     ];
     for yaml in specs {
         let spec = pool_from_yaml("docs", yaml).spec;
@@ -79,6 +80,7 @@ fn the_render_pod_parses_every_variable_the_operator_writes() {
         let office = spec.gotenberg.enabled;
         assert_eq!(args.gotenberg_url.is_some(), office, "{yaml}");
         assert_eq!(args.office_share_file.is_some(), office, "{yaml}");
+        assert_eq!(args.auth_token_file.is_some(), spec.auth.is_some(), "{yaml}");
     }
 }
 

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -79,6 +79,8 @@ mod defaults;
 #[x_kube(validation = bounds::gotenberg_timeout_within_deadline())]
 #[x_kube(validation = bounds::queue_target_within_queue())]
 #[x_kube(validation = bounds::grace_fits_node_autoscalers())]
+#[x_kube(validation = Rule::new("!has(self.scrapers) || has(self.clients)")
+    .message("spec.scrapers needs spec.clients: without clients every pod may reach the pool"))]
 #[serde(rename_all = "camelCase")]
 pub struct RenderPoolSpec {
     /// Number of render pods. Also set through the /scale subresource (kubectl scale, HPA, KEDA);
@@ -189,6 +191,75 @@ pub struct RenderPoolSpec {
     /// operator then deletes the autoscaler it made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+
+    /// The pods that may call the render pods. Given, the operator keeps a NetworkPolicy named
+    /// <pool>-render that admits to the render pods' port only these pods (and spec.scrapers),
+    /// and status condition Restricted is True. Omitted, the render pods are open to every pod
+    /// that can reach them (Restricted is False, reason OpenToAllPods) and the operator deletes
+    /// the policy it made. The cluster's network plugin enforces the policy (Calico, Cilium,
+    /// ...); with a plugin that ignores NetworkPolicies it changes nothing. The kubelet's probes
+    /// are not affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100))]
+    pub clients: Option<Vec<PeerSelector>>,
+
+    /// The pods that may scrape the render pods' /metrics (Prometheus, an OpenTelemetry
+    /// collector) when spec.clients is set. /metrics is on the API's port, so a scraper reaches
+    /// the /v1 routes too: set spec.auth to keep them to the clients holding the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 100))]
+    pub scrapers: Option<Vec<PeerSelector>>,
+
+    /// Bearer-token authentication of the render pods' /v1 routes. Omit to let every pod that
+    /// reaches them call them; /healthz, /readyz, /metrics and /openapi.json never ask for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+}
+
+/// Pods that may reach the render pods, by the labels of the pods and of their namespaces.
+/// With both selectors, the pods matching podSelector in the namespaces matching
+/// namespaceSelector.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.podSelector) || has(self.namespaceSelector)")
+    .message("give podSelector, namespaceSelector or both"))]
+pub struct PeerSelector {
+    /// Labels of the pods. Alone, it selects pods in the pool's namespace; {} selects all of
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+
+    /// Labels of the namespaces (e.g. kubernetes.io/metadata.name: web). Alone, it selects every
+    /// pod in those namespaces; {} selects every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+}
+
+/// Bearer-token authentication of the /v1 routes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSpec {
+    /// The Secret in the pool's namespace and its key holding the token. Each render pod mounts
+    /// it read-only and answers a /v1 request without the header Authorization: Bearer <token>
+    /// with 401 unauthorized; whitespace around the token is not part of it. A changed Secret
+    /// takes effect without a restart once the kubelet updates the mounted copy (within about a
+    /// minute), so rotate by letting clients send the new token only after that. Render pods
+    /// wait in ContainerCreating while the Secret or the key is missing.
+    pub token_secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the pool's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    #[schemars(pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    pub name: String,
+
+    /// The key in the Secret's data.
+    #[schemars(length(min = 1, max = 253))]
+    #[schemars(pattern(r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
 }
 
 /// The autoscaler of the render pods. While it is set, spec.replicas belongs to the autoscaler:
@@ -430,7 +501,8 @@ pub struct RenderPoolStatus {
     /// Why the last pass over this pool failed; absent once a pass succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
-    /// Ready, Progressing and Degraded, with reasons and messages.
+    /// Ready, Progressing, Degraded and Restricted (whether only spec.clients may call the
+    /// render pods), with reasons and messages.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

@@ -325,3 +325,52 @@ fn counts_take_the_right_number() {
         ("0 slots".into(), "2 slots".into())
     );
 }
+
+#[test]
+fn restricted_says_whether_only_the_clients_reach_the_pool() {
+    let render = deployment(2, 2);
+    let observe = |spec: &str, conflicts: &[String], previous: Option<&RenderPoolStatus>| {
+        let plan = validate(&spec_from_yaml(spec));
+        compute(&Observed {
+            pool: "docs",
+            generation: Some(3),
+            plan: &plan,
+            render: Some(&render),
+            gotenberg: None,
+            conflicts,
+            applied_generations: (None, None),
+            previous,
+            last_error: None,
+            now: at(1),
+        })
+    };
+    let open = observe("gotenberg:\n  enabled: false", &[], None);
+    let c = cond(&open, RESTRICTED);
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "OpenToAllPods"));
+    assert!(c.message.contains("set spec.clients"), "{}", c.message);
+    // Open is no fault: the pool is still ready.
+    assert_eq!(cond(&open, READY).status, "True");
+
+    let clients = "gotenberg:\n  enabled: false\nclients:\n- podSelector: {}";
+    let only = observe(clients, &[], None);
+    let c = cond(&only, RESTRICTED);
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "ClientsOnly"));
+    assert!(c.message.starts_with("NetworkPolicy docs-render admits only"), "{}", c.message);
+    assert_eq!(c.observed_generation, Some(3));
+
+    // Someone else's policy under the name: not restricted, and why.
+    let taken = observe(clients, &["NetworkPolicy docs-render".into()], None);
+    let c = cond(&taken, RESTRICTED);
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", NAME_CONFLICT));
+    assert!(c.message.starts_with("NetworkPolicy docs-render already exists"), "{}", c.message);
+    // Another child's conflict leaves the policy, and the condition, as they are.
+    let other = observe(clients, &["Service docs-render".into()], None);
+    assert_eq!(cond(&other, RESTRICTED).reason, "ClientsOnly");
+
+    // A spec that cannot be applied changes no policy: the stored condition stays, time and all.
+    let refused = observe("clients: []", &[], Some(&only));
+    assert_eq!(cond(&refused, RESTRICTED), cond(&only, RESTRICTED));
+    assert_eq!(cond(&refused, DEGRADED).reason, "InvalidClients");
+    let never = observe("clients: []", &[], None);
+    assert!(never.conditions.iter().all(|c| c.type_ != RESTRICTED));
+}

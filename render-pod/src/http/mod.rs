@@ -1,8 +1,9 @@
-//! The HTTP front (axum over hyper's HTTP/1 connections): document routes that admit a request
-//! within the byte budget and the queue before reading its body, convert Office input and queue
-//! work for the slots, and health, readiness, metrics and API description routes that never wait
-//! for a slot.
+//! The HTTP front (axum over hyper's HTTP/1 connections): document routes that check the bearer
+//! token (when one is configured) and admit a request within the byte budget and the queue
+//! before reading its body, convert Office input and queue work for the slots, and health,
+//! readiness, metrics and API description routes that never wait for a slot or ask for a token.
 
+pub mod auth;
 pub mod body;
 pub mod budget;
 mod documents;
@@ -108,6 +109,8 @@ pub struct AppState {
     pub thumbnails: ThumbnailLimits,
     /// What produces the answers, for their ETags.
     pub engine_version: etag::EngineVersion,
+    /// The token `/v1/*` requests must present, with `--auth-token-file`.
+    pub auth: Option<Arc<auth::BearerToken>>,
 }
 
 /// Errors are often answered before the body was read (bad parameters, too large, draining);
@@ -183,6 +186,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     }
     let documents = documents
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require))
         .layer(axum::middleware::map_response(close_after_error));
     front.merge(documents).with_state(state)
 }

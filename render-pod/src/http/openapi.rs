@@ -280,6 +280,7 @@ mod tests {
     fn status_number(name: &str) -> u16 {
         match name {
             "BAD_REQUEST" => 400,
+            "UNAUTHORIZED" => 401,
             "REQUEST_TIMEOUT" => 408,
             "PAYLOAD_TOO_LARGE" => 413,
             "UNSUPPORTED_MEDIA_TYPE" => 415,

@@ -15,6 +15,7 @@ mod ops_corpus;
 mod ops_oneshot;
 mod pdfium_binding;
 mod service_answers;
+mod service_auth;
 mod service_cancel;
 mod service_corpus;
 mod service_crash;
