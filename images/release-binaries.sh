@@ -19,7 +19,8 @@ git -C "$root" rev-parse --git-dir >/dev/null 2>&1 || {
 # Tracked and untracked-but-not-ignored files as they are on disk (a deleted file is skipped).
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-git -C "$root" ls-files -z --cached --others --exclude-standard |
+# fuzz/ is no part of the images (and a running fuzzer adds and removes corpus files).
+git -C "$root" ls-files -z --cached --others --exclude-standard -- . ':!fuzz' |
   while IFS= read -r -d '' f; do [ -e "$root/$f" ] || [ -L "$root/$f" ] && printf '%s\0' "$f"; done |
   sort -z -u >"$list"
 mkdir -p "$src"

@@ -117,7 +117,7 @@ async fn a_leader_whose_caches_cannot_fill_releases_the_lease_and_exits_naming_t
     let binding = RoleBinding {
         metadata: meta(name),
         role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),
             name: name.into(),
         },
