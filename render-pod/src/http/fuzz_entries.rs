@@ -3,36 +3,32 @@
 //! detector, a route's query, the request headers the routes read) and panics only where the
 //! parser breaks a promise of its own. Not part of the service's API.
 
-use std::sync::OnceLock;
-
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
-use clap::Parser;
 
 use super::documents::query_of;
-use super::{etag, input, params};
-use crate::config::ServeArgs;
-use crate::office::detect::{Detected, detect};
+use super::{ThumbnailLimits, etag, input, params};
+use crate::office::InflationLimits;
+use crate::office::detect::{Detected, detect, inflation};
+use crate::ops::{Op, RenderSize};
 
-/// The serve flags at their defaults: the limits a parser is judged against.
-fn defaults() -> &'static ServeArgs {
-    #[derive(Parser)]
-    struct Defaults {
-        #[command(flatten)]
-        serve: ServeArgs,
-    }
-    static DEFAULTS: OnceLock<ServeArgs> = OnceLock::new();
-    DEFAULTS.get_or_init(|| match Defaults::try_parse_from(["serve"]) {
-        Ok(parsed) => parsed.serve,
-        Err(err) => panic!("the serve flags' defaults do not parse: {err}"),
-    })
-}
+/// Limits the parsers are judged against: any would do, and small ones make refusals common.
+const MAX_PAGES: u32 = 50;
+const THUMBNAILS: ThumbnailLimits =
+    ThumbnailLimits { max_width: 400, max_dpi: 96.0, max_pixels: 1 << 22 };
+const INFLATION: InflationLimits =
+    InflationLimits { max_inflated_bytes: 1 << 20, max_part_bytes: 512 << 10, max_ratio: 100 };
 
-/// The Office detector on a whole upload (ZIP, ZIP64, CFB, RTF or anything else).
+/// The Office detector on a whole upload (ZIP, ZIP64, CFB, RTF or anything else), and the
+/// weighing of a package's declared sizes against the default limits.
 pub fn office_detect(data: &[u8]) {
     let detected = detect(data);
     // A PDF verdict means PDFium reads the bytes as they are: it must have seen the marker.
     if detected == Detected::Pdf {
         assert!(data.windows(5).any(|w| w == b"%PDF-"), "a PDF without %PDF-");
+    }
+    if let Ok(weighed) = inflation::check(data, &INFLATION) {
+        let total = weighed.inflated_bytes;
+        assert!(total <= INFLATION.max_inflated_bytes, "{total} inflated bytes admitted");
     }
 }
 
@@ -41,22 +37,17 @@ pub fn query(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(uri) = format!("/v1/render?{text}").parse::<Uri>() else { return };
     let Ok(query) = query_of(&uri) else { return };
-    let args = defaults();
-    let max_pages = args.max_pages;
     let _ = params::render(&query);
     let _ = params::watermark(&query);
-    let _ = params::convert(&query, max_pages);
-    if let Ok(crate::ops::Op::Extract { pages: Some(pages), .. }) =
-        params::extract(&query, max_pages)
-    {
+    let _ = params::convert(&query, MAX_PAGES);
+    if let Ok(Op::Extract { pages: Some(pages), .. }) = params::extract(&query, MAX_PAGES) {
         let count = pages.count();
-        assert!(count <= u64::from(max_pages), "{count} pages admitted past {max_pages}");
+        assert!(count <= u64::from(MAX_PAGES), "{count} pages admitted past {MAX_PAGES}");
     }
-    let caps = args.thumbnail_limits();
-    if let Ok((_, crate::ops::RenderSize::Width(width), _)) =
-        params::thumbnails(&query, max_pages, caps)
+    if let Ok((_, RenderSize::Width(width), _)) = params::thumbnails(&query, MAX_PAGES, THUMBNAILS)
     {
-        assert!(width <= caps.max_width, "width {width} admitted past {}", caps.max_width);
+        let max = THUMBNAILS.max_width;
+        assert!(width <= max, "width {width} admitted past {max}");
     }
 }
 
