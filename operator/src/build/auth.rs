@@ -46,15 +46,8 @@ pub(super) fn token(auth: &AuthSpec) -> (Volume, VolumeMount, EnvVar) {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use crate::build::{Children, build};
-    use crate::test_fixtures::pool_from_yaml;
-    use crate::validate::validate;
+    use crate::build::tests::children;
     use std::collections::BTreeMap;
-
-    fn children(spec: &str) -> Children {
-        let pool = pool_from_yaml("docs", spec);
-        build(&pool, &validate(&pool.spec).unwrap()).unwrap()
-    }
 
     #[test]
     fn the_token_is_mounted_read_only_from_the_secret_key_and_named_to_the_pod() {

@@ -57,17 +57,11 @@ fn peer(selector: &PeerSelector) -> NetworkPolicyPeer {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use crate::build::{Children, Component, build, selector_labels};
-    use crate::test_fixtures::pool_from_yaml;
-    use crate::validate::validate;
+    use crate::build::tests::children;
+    use crate::build::{Component, selector_labels};
     use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-    fn children(spec: &str) -> Children {
-        let pool = pool_from_yaml("docs", spec);
-        build(&pool, &validate(&pool.spec).unwrap()).unwrap()
-    }
 
     fn labels(pairs: &[(&str, &str)]) -> Option<LabelSelector> {
         let map = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

@@ -10,7 +10,9 @@ use renderpool_runtime::logging::LogFormat;
 use renderpool_sizing::parse_memory_bytes;
 use std::collections::BTreeMap;
 
-fn children(spec: &str) -> Children {
+/// The children built from `spec` (a pool `docs` in namespace `docs`); the build modules' own
+/// tests use it too.
+pub(super) fn children(spec: &str) -> Children {
     let pool = pool_from_yaml("docs", spec);
     let plan = validate(&pool.spec).unwrap();
     build(&pool, &plan).unwrap()
