@@ -4,21 +4,47 @@
 # With --office (anywhere among them) Office input works too: LibreOffice is installed from
 # Debian when missing, Gotenberg is built from its Go module (Go is needed only then) and runs on
 # 127.0.0.1 beside the service, stopped with it (scripts/with-gotenberg.sh).
+# With --jobs durable jobs work too: a NATS server (built from its Go module) runs on 127.0.0.1
+# beside the service (scripts/with-nats.sh), and a local folder is the object store, with the
+# buckets `uploads` and `results` (RENDERPOOL_JOBS_DIR, default ~/.local/state/renderpool/jobs:
+# s3://results/x is <folder>/objects/results/x).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 office=false
+jobs=false
 serve=()
 for arg in "$@"; do
-  if [ "$arg" = "--office" ]; then office=true; else serve+=("$arg"); fi
+  case $arg in
+    --office) office=true ;;
+    --jobs) jobs=true ;;
+    *) serve+=("$arg") ;;
+  esac
 done
-if ! $office; then
+if ! $office && ! $jobs; then
   setup_env=$(scripts/setup.sh)
   eval "$setup_env"
   exec cargo run --release --quiet -p render-pod -- serve "${serve[@]}"
 fi
-setup_env=$(scripts/setup.sh --office)
-eval "$setup_env"
-# Built first, so Gotenberg does not idle through a cold compile.
+wrappers=()
+if $office; then
+  setup_env=$(scripts/setup.sh --office)
+  eval "$setup_env"
+  wrappers+=(scripts/with-gotenberg.sh)
+fi
+if $jobs; then
+  setup_env=$(scripts/setup.sh --jobs)
+  eval "$setup_env"
+  export RENDERPOOL_JOBS_DIR=${RENDERPOOL_JOBS_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/renderpool/jobs}
+  mkdir -p "$RENDERPOOL_JOBS_DIR/objects/uploads" "$RENDERPOOL_JOBS_DIR/objects/results"
+  export RENDERPOD_OBJECTS_DIR="$RENDERPOOL_JOBS_DIR/objects"
+  export RENDERPOD_OBJECTS_READ_BUCKETS=uploads,results RENDERPOD_OBJECTS_WRITE_BUCKETS=uploads,results
+  export RENDERPOD_JOBS_UPLOAD_URL=s3://uploads/incoming
+  # Webhooks of a local run go to local receivers.
+  export RENDERPOD_JOBS_WEBHOOK_ALLOW_PRIVATE=true
+  echo "run.sh: durable jobs on; the object store is $RENDERPOD_OBJECTS_DIR (s3://BUCKET/KEY is BUCKET/KEY there)" >&2
+  wrappers+=(scripts/with-nats.sh)
+fi
+# Built first, so the servers beside it do not idle through a cold compile.
 cargo build --release --quiet -p render-pod
-exec scripts/with-gotenberg.sh "${CARGO_TARGET_DIR:-$root/target}/release/render-pod" serve "${serve[@]}"
+exec "${wrappers[@]}" "${CARGO_TARGET_DIR:-$root/target}/release/render-pod" serve "${serve[@]}"

@@ -8,6 +8,8 @@
 #                                             (the test documents) and what --images gives
 #   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
 #                                             Gotenberg only (scripts/run.sh --office; needs go)
+#   eval "$(scripts/setup.sh --jobs)"     ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with the
+#                                             NATS server only (scripts/run.sh --jobs; needs go)
 #   eval "$(scripts/setup.sh --images)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_IMAGES (OCI image
 #                                             archives, images/build.sh; needs go)
 # Callers assign the output before eval-ing it (`setup_env=$(scripts/setup.sh); eval "$setup_env"`):
@@ -16,16 +18,18 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
 office=false
+jobs=false
 images=false
 case ${1:-} in
   --cluster) cluster=true images=true ;;
   --office) office=true ;;
+  --jobs) jobs=true ;;
   --images) images=true ;;
 esac
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.89)" >&2; exit 1; }
-if $cluster || $office || $images; then
-  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests, Office and the images (Go >= 1.26)" >&2; exit 1; }
+if $cluster || $office || $jobs || $images; then
+  command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests, Office, jobs and the images (Go >= 1.26)" >&2; exit 1; }
 fi
 # Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
 # the PDFium wheel; the tests also make certificates with openssl.
@@ -56,10 +60,12 @@ fi
 
 pdfium=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 echo "export PDFIUM_LIB_PATH='$pdfium'"
-if $cluster || $office; then
-  "$root/scripts/install-office.sh"
+if $cluster || $office || $jobs; then
   tools=()
   $office && tools=(gotenberg)
+  $jobs && tools=(nats-server)
+  # LibreOffice is for Gotenberg: a run with jobs alone needs none.
+  $jobs || "$root/scripts/install-office.sh"
   cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
   echo "export RENDERPOOL_CLUSTER_BIN='$cluster_bin'"
 fi

@@ -259,7 +259,9 @@ impl ObjectUrl {
         let rest = url.strip_prefix("s3://").ok_or_else(|| bad("it must start with s3://"))?;
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
         let valid_bucket = (3..=63).contains(&bucket.len())
-            && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
             && bucket.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
             && bucket.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric);
         if !valid_bucket {
@@ -319,7 +321,9 @@ impl TryFrom<String> for JobId {
     type Error = ContractError;
 
     fn try_from(value: String) -> Result<Self, Self::Error> {
-        if value.len() == 32 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if value.len() == 32
+            && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             Ok(Self(value))
         } else {
             Err(ContractError::JobId(value))
@@ -374,10 +378,9 @@ impl fmt::Display for ContractError {
             ContractError::Webhook(url) => {
                 write!(f, "webhook URL {url:?} is not an http:// or https:// URL with a host")
             }
-            ContractError::IdempotencyKey(len) => write!(
-                f,
-                "an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY} bytes, this one {len}"
-            ),
+            ContractError::IdempotencyKey(len) => {
+                write!(f, "an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY} bytes, this one {len}")
+            }
             ContractError::TooLarge(len) => {
                 write!(f, "a job message has at most {MAX_MESSAGE_BYTES} bytes, this one {len}")
             }
@@ -737,15 +740,16 @@ mod tests {
         }
         assert_eq!(job["additionalProperties"], false);
         let operations = &job["properties"]["operations"];
-        assert_eq!((operations["minItems"].as_u64(), operations["maxItems"].as_u64()), (Some(1), Some(MAX_OPERATIONS as u64)));
+        assert_eq!(
+            (operations["minItems"].as_u64(), operations["maxItems"].as_u64()),
+            (Some(1), Some(MAX_OPERATIONS as u64))
+        );
         let key = &job["properties"]["idempotency_key"];
         assert_eq!(key["maxLength"].as_u64(), Some(MAX_IDEMPOTENCY_KEY as u64));
         assert_eq!(job["properties"]["version"]["maximum"].as_u64(), Some(u64::from(VERSION)));
         let variants = defs["Operation"]["oneOf"].as_array().unwrap();
-        let names: Vec<&str> = variants
-            .iter()
-            .map(|v| v["properties"]["op"]["const"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> =
+            variants.iter().map(|v| v["properties"]["op"]["const"].as_str().unwrap()).collect();
         assert_eq!(names, ["info", "extract", "render", "thumbnails", "watermark", "convert"]);
         for variant in variants {
             assert_eq!(variant["additionalProperties"], false, "{variant}");
@@ -759,7 +763,10 @@ mod tests {
                 let op = serde_json::json!({"op": name, property.as_str(): sample(property)});
                 message["operations"] = serde_json::json!([op]);
                 let read = JobMessage::read(message.to_string().as_bytes()).unwrap();
-                assert!(read.message.operations[0].query().contains_key(property), "{name}.{property}");
+                assert!(
+                    read.message.operations[0].query().contains_key(property),
+                    "{name}.{property}"
+                );
             }
         }
     }
@@ -796,7 +803,10 @@ mod tests {
         };
         assert!(matches!(JobMessage::read(b"{not json"), Err(ContractError::Malformed(_))));
         assert_eq!(with(&|m| m["version"] = 2.into()), ContractError::Version(2));
-        assert_eq!(with(&|m| m["operations"] = serde_json::json!([])), ContractError::Operations(0));
+        assert_eq!(
+            with(&|m| m["operations"] = serde_json::json!([])),
+            ContractError::Operations(0)
+        );
         assert!(matches!(with(&|m| m["surprise"] = 1.into()), ContractError::Malformed(_)));
         assert!(matches!(
             with(&|m| m["operations"] = serde_json::json!([{"op": "info", "dpi": 3}])),
@@ -806,11 +816,26 @@ mod tests {
             with(&|m| m["operations"] = serde_json::json!([{"op": "explode"}])),
             ContractError::Malformed(_)
         ));
-        assert!(matches!(with(&|m| m["input"]["url"] = "http://x/y".into()), ContractError::Url { .. }));
-        assert!(matches!(with(&|m| m["input"]["url"] = "s3://uploads/".into()), ContractError::Url { .. }));
-        assert!(matches!(with(&|m| m["input"]["url"] = "s3://Up/x".into()), ContractError::Url { .. }));
-        assert!(matches!(with(&|m| m["input"]["url"] = "s3://ups/a/../b".into()), ContractError::Url { .. }));
-        assert!(matches!(with(&|m| m["webhook"]["url"] = "ftp://x".into()), ContractError::Webhook(_)));
+        assert!(matches!(
+            with(&|m| m["input"]["url"] = "http://x/y".into()),
+            ContractError::Url { .. }
+        ));
+        assert!(matches!(
+            with(&|m| m["input"]["url"] = "s3://uploads/".into()),
+            ContractError::Url { .. }
+        ));
+        assert!(matches!(
+            with(&|m| m["input"]["url"] = "s3://Up/x".into()),
+            ContractError::Url { .. }
+        ));
+        assert!(matches!(
+            with(&|m| m["input"]["url"] = "s3://ups/a/../b".into()),
+            ContractError::Url { .. }
+        ));
+        assert!(matches!(
+            with(&|m| m["webhook"]["url"] = "ftp://x".into()),
+            ContractError::Webhook(_)
+        ));
         assert_eq!(with(&|m| m["idempotency_key"] = "".into()), ContractError::IdempotencyKey(0));
         let huge = vec![b' '; MAX_MESSAGE_BYTES + 1];
         assert_eq!(JobMessage::read(&huge).unwrap_err(), ContractError::TooLarge(huge.len()));

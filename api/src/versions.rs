@@ -12,6 +12,8 @@ pub const GOTENBERG: &str = pin("GOTENBERG_VERSION");
 pub const KUBERNETES: &str = pin("KUBERNETES_VERSION");
 /// The containerd release of the real node.
 pub const CONTAINERD: &str = pin("CONTAINERD_VERSION");
+/// The NATS server release the job tests and `scripts/run.sh --jobs` run.
+pub const NATS_SERVER: &str = pin("NATS_SERVER_VERSION");
 
 /// The value of the line `NAME=VALUE` of [`FILE`]; a missing name fails the build.
 const fn pin(name: &str) -> &'static str {
@@ -73,7 +75,7 @@ mod tests {
 
     #[test]
     fn the_pins_are_versions() {
-        for pin in [PYPDFIUM2, GOTENBERG, KUBERNETES, CONTAINERD] {
+        for pin in [PYPDFIUM2, GOTENBERG, KUBERNETES, CONTAINERD, NATS_SERVER] {
             let parts: Vec<&str> = pin.split('.').collect();
             assert_eq!(parts.len(), 3, "{pin:?}");
             assert!(parts.iter().all(|p| p.parse::<u32>().is_ok()), "{pin:?}: no leading v");

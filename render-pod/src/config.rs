@@ -1,5 +1,7 @@
 //! `render-pod serve` settings: every flag also reads an environment variable.
 
+pub mod jobs;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -197,6 +199,9 @@ pub struct ServeArgs {
     /// Executable started as `<exe> worker` for each slot (default: this binary).
     #[arg(long, env = env::WORKER_EXE, hide = true)]
     pub worker_exe: Option<PathBuf>,
+    /// Durable jobs and object storage.
+    #[command(flatten)]
+    pub jobs: jobs::JobsArgs,
 }
 
 impl ServeArgs {

@@ -6,16 +6,21 @@ use std::time::Duration;
 use renderpool_runtime::listen;
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
+use crate::broker::{Broker, BrokerError};
 use crate::byte_budget::ByteBudget;
+use crate::config::jobs::JobsConfigError;
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
 use crate::drain::{self, Lifecycle};
 use crate::engine::worker::WorkerOptions;
 use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
 use crate::http::auth::{BearerToken, TokenError};
 use crate::http::etag::EngineVersion;
+use crate::http::jobs::JobsFront;
 use crate::http::{self, AppState, FrontMetrics, PlanView, Uploads};
+use crate::jobs::{JobLimits, Jobs, JobsConfig};
 use crate::limits::{self, PlanMetrics};
 use crate::metrics::{Exposition, Rejections};
+use crate::objects::Objects;
 use crate::office::{Office, OfficeMetrics, UrlError};
 use crate::pdfium_lib::{self, PdfiumLoadError};
 use crate::quarantine::{self, PoisonList};
@@ -53,6 +58,12 @@ pub enum ServeError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The job or object store flags cannot be used.
+    #[error(transparent)]
+    Jobs(#[from] JobsConfigError),
+    /// The job broker cannot be reached or set up.
+    #[error("durable jobs: {0}")]
+    Broker(#[from] BrokerError),
 }
 
 /// Runs the service until SIGTERM/SIGINT and a completed drain.
@@ -167,6 +178,24 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         engine_metrics,
         poison,
     ));
+    let objects = args.jobs.objects()?.map(|config| Arc::new(Objects::new(config)));
+    if let Some(objects) = &objects {
+        let config = objects.config();
+        tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, cache_bytes = config.cache_bytes, "object store");
+    }
+    let job_front = match args.jobs.broker() {
+        Some(broker) if objects.is_none() => {
+            drop(broker);
+            return Err(JobsConfigError::NoStore.into());
+        }
+        Some(broker) => {
+            let broker = Broker::connect(broker).await?;
+            tracing::info!(nats = %broker.config.url, stream = %broker.config.stream, "job broker");
+            Some(JobsFront { broker, upload: args.jobs.upload_url()? })
+        }
+        None => None,
+    };
+    let webhook = args.jobs.webhook()?;
     let share_watch = office.watch_share();
     let lifecycle = Arc::new(Lifecycle::new());
     let state = Arc::new(AppState {
@@ -183,7 +212,27 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         thumbnails: args.thumbnail_limits(),
         engine_version,
         auth,
+        objects: objects.clone(),
+        jobs: job_front.clone(),
     });
+    let jobs = match (job_front, objects) {
+        (Some(front), Some(objects)) => {
+            let config = JobsConfig {
+                pull: args.jobs.jobs_pull,
+                max_strikes: args.jobs.jobs_max_deliveries,
+                ack_wait: std::time::Duration::from_millis(args.jobs.jobs_ack_wait_ms),
+                webhook,
+                limits: JobLimits {
+                    max_body_bytes: state.uploads.limits.max_bytes,
+                    max_pages: args.max_pages,
+                    thumbnails: args.thumbnail_limits(),
+                    job_deadline: args.job_deadline(),
+                },
+            };
+            Some(Jobs::start(config, front.broker, objects, &state).await?)
+        }
+        _ => None,
+    };
     let listener = listen::bind(args.listen)
         .await
         .map_err(|source| ServeError::Listen { addr: args.listen, source })?;
@@ -201,10 +250,22 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         },
     ));
     let signal = signals.wait().await;
+    // A draining pod takes no new job at once (readiness and the drain delay are for the
+    // requests its load balancers still send).
+    if let Some(jobs) = &jobs {
+        jobs.stop_pulling();
+    }
     drain::drain(&lifecycle, signal, Duration::from_millis(args.drain_delay_ms)).await;
     let _ = stop_tx.send(());
     let grace = Duration::from_millis(args.grace_period_ms);
-    match tokio::time::timeout(grace, server).await {
+    // Jobs stop being pulled and get the same grace as the requests in flight.
+    let jobs_drained = async {
+        if let Some(jobs) = &jobs {
+            jobs.drain(grace).await;
+        }
+    };
+    let (served, ()) = tokio::join!(tokio::time::timeout(grace, server), jobs_drained);
+    match served {
         Ok(Ok(())) => tracing::info!("in-flight requests finished"),
         Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
         Err(_) => tracing::warn!(

@@ -3,7 +3,8 @@
 # kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu), the real test
 # node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) and
 # the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider, and
-# KEDA's ScaledObject CRD) from the pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
+# KEDA's ScaledObject CRD) and the durable jobs' servers (NATS, the Versity S3 Gateway) from the
+# pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
 # `build.sh gotenberg` for scripts/run.sh --office), only those are built.
@@ -135,6 +136,14 @@ gotenberg_version=$(pinned gotenberg github.com/gotenberg/gotenberg/v8 "$GOTENBE
 # Without the version stamp, /version answers "snapshot".
 build gotenberg "$gotenberg_version" "-s -w -X github.com/gotenberg/gotenberg/v8/cmd.Version=${gotenberg_version#v}" \
   github.com/gotenberg/gotenberg/v8/cmd/gotenberg-libreoffice github.com/pdfcpu/pdfcpu/cmd/pdfcpu
+
+# The durable jobs' broker: NATS with JetStream (the job tests, their benchmark, run.sh --jobs).
+nats_version=$(pinned nats-server github.com/nats-io/nats-server/v2 "$NATS_SERVER_VERSION")
+build nats-server "$nats_version" "-s -w" github.com/nats-io/nats-server/v2
+# Their real S3 server: the Versity S3 Gateway over a folder (a third of MinIO's cold build).
+versitygw_version=$(module_version versitygw github.com/versity/versitygw)
+build versitygw "$versitygw_version" "-s -w -X main.Version=$versitygw_version" \
+  github.com/versity/versitygw/cmd/versitygw
 
 # The real node's runtime and network. Debian's runc and nft run beside them (scripts/setup.sh).
 containerd_version=$(pinned containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION")

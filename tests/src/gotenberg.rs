@@ -9,9 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use renderpool_testkit::wait;
 
-use crate::{free_port, process, repo_root, rss_bytes};
+use crate::{free_port, process, repo_root, rss_bytes, until_http_ok};
 
 /// How the unoconverter runs unoconv: the command line of one conversion in LibreOffice.
 const UNOCONV: &str = "/usr/bin/python3 /usr/bin/unoconv ";
@@ -78,12 +77,8 @@ impl Gotenberg {
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start gotenberg: {err}"));
         let gotenberg = Gotenberg { pid, port, state, log, stopped: false };
         let health = format!("{}/health", gotenberg.url());
-        let up = wait::try_until("Gotenberg's /health 200", Duration::from_secs(60), || async {
-            let status = reqwest::get(&health).await.map(|r| r.status());
-            status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
-        })
-        .await;
-        if let Err(timed_out) = up {
+        let up = until_http_ok("Gotenberg's /health 200", &health, Duration::from_secs(60));
+        if let Err(timed_out) = up.await {
             panic!("{timed_out}; its log:\n{}", gotenberg.log_text());
         }
         gotenberg

@@ -1,16 +1,19 @@
-//! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, the render pod
-//! as a process, the image archives and their runc containers, and helpers shared by the tests.
+//! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, a real NATS
+//! server and S3 server for durable jobs, the render pod as a process, the image archives and their runc containers, and helpers shared by the tests.
 
 pub mod balancer;
 pub mod cluster;
 pub mod gotenberg;
+pub mod jobs;
 pub mod load;
 mod mounts;
+pub mod nats;
 pub mod oci;
 pub mod operator;
 mod process;
 pub mod render_pod;
 pub mod runc;
+pub mod versitygw;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -54,6 +57,19 @@ pub fn release_bin(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Waits up to `bound` until `url` answers a success (a server's health or readiness path).
+pub async fn until_http_ok(
+    what: &str,
+    url: &str,
+    bound: std::time::Duration,
+) -> Result<(), renderpool_testkit::wait::TimedOut> {
+    renderpool_testkit::wait::try_until(what, bound, || async {
+        let status = reqwest::get(url).await.map(|r| r.status());
+        status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
+    })
+    .await
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.

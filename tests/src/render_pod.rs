@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use renderpool_testkit::{metrics, wait};
+use renderpool_testkit::metrics;
 
-use crate::{free_port, process, workspace_bin};
+use crate::{free_port, process, until_http_ok, workspace_bin};
 
 /// A running render pod.
 pub struct RenderPod {
@@ -21,13 +21,22 @@ pub struct RenderPod {
 impl RenderPod {
     /// `render-pod serve` with `flags` and `env`, once `/readyz` says a slot is up.
     pub async fn start(flags: &[&str], env: &[(&str, &str)]) -> RenderPod {
+        RenderPod::start_binary(&workspace_bin("render-pod"), flags, env).await
+    }
+
+    /// [`RenderPod::start`] of the binary at `binary` (a release build, for a benchmark).
+    pub async fn start_binary(
+        binary: &std::path::Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> RenderPod {
         let port = free_port();
         let log = std::env::temp_dir()
             .join(format!("renderpool-render-pod-{}-{port}.log", std::process::id()));
         process::remove_on_exit(log.clone());
         let file =
             std::fs::File::create(&log).unwrap_or_else(|err| panic!("{}: {err}", log.display()));
-        let mut command = Command::new(workspace_bin("render-pod"));
+        let mut command = Command::new(binary);
         command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--log-format", "json"])
             .args(["--drain-delay-ms", "100"])
@@ -39,13 +48,8 @@ impl RenderPod {
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start render-pod: {err}"));
         let pod = RenderPod { pid, port, log, client: reqwest::Client::new() };
         let readyz = pod.url("/readyz");
-        let ready =
-            wait::try_until("render-pod's /readyz 200", Duration::from_secs(30), || async {
-                let status = reqwest::get(&readyz).await.map(|r| r.status());
-                status.as_ref().is_ok_and(|s| s.is_success()).then_some(()).ok_or(status)
-            })
-            .await;
-        if let Err(timed_out) = ready {
+        let ready = until_http_ok("render-pod's /readyz 200", &readyz, Duration::from_secs(30));
+        if let Err(timed_out) = ready.await {
             panic!("{timed_out}; its log:\n{}", pod.log_text());
         }
         pod

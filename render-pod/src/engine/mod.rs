@@ -4,6 +4,7 @@
 //! worker`) with its own PDFium, fed over pipes. Nothing here runs PDFium in this process: the
 //! async front only queues, waits and answers.
 
+mod background;
 mod confine;
 mod fatal;
 mod job;
@@ -30,6 +31,7 @@ use crate::byte_budget::ByteBudget;
 use crate::ops::{DocHash, OpOutput};
 use crate::quarantine::{PoisonList, WorkClass};
 
+pub use background::{BackgroundTurn, FOREGROUND_WINDOW};
 pub use confine::{Confinement, WORKER_OOM_SCORE_ADJ, spare_supervisor};
 pub use job::{JobError, Task, Timing};
 pub use metrics::EngineMetrics;
@@ -82,6 +84,9 @@ struct Shared {
     slots: Vec<SlotStatus>,
     /// Job time, for `Retry-After`.
     average_job: MovingAverage,
+    /// Who gets a slot when: interactive requests first, durable jobs' tasks in what they
+    /// leave (see `background`).
+    turns: background::Turns,
 }
 
 /// One worker as `/readyz` shows it.
@@ -153,6 +158,7 @@ impl Engine {
             queue: Mutex::new(receiver),
             slots,
             average_job: MovingAverage::default(),
+            turns: background::Turns::default(),
         });
         let tasks = (0..shared.slots.len())
             .map(|index| tokio::spawn(slot::run(shared.clone(), index, shutdown_rx.clone())))
@@ -192,6 +198,7 @@ impl Engine {
     /// upload always has room when it is ready; refuses at once when the queue is full or the
     /// wait for a slot would outlast the request's deadline. Dropping the place frees it.
     pub fn reserve(&self, timing: &Timing) -> Result<Place, JobError> {
+        self.shared.turns.foreground_arrived();
         self.check_start(timing, 0)?;
         let permit = self.sender.clone().try_reserve_owned().map_err(|_| self.overloaded())?;
         Ok(Place(permit))
@@ -218,6 +225,7 @@ impl Engine {
     /// waits for a place within the deadline instead of being refused, since the request holds
     /// its admission already, and waiting places are served before new arrivals.
     pub async fn run_admitted(&self, task: Task, timing: Timing) -> Result<OpOutput, JobError> {
+        self.shared.turns.foreground_arrived();
         let permit = match tokio::time::timeout_at(
             timing.effective().into(),
             self.sender.clone().reserve_owned(),

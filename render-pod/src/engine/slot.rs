@@ -183,6 +183,7 @@ async fn run_job(
     let outcome = supervise(worker, run, shared.config.cancel_grace, &mut reply).await;
     let elapsed = started.elapsed();
     status.busy.store(false, Ordering::Relaxed);
+    shared.turns.slot_freed();
     metrics.slot_state(Some("busy"), "idle");
     metrics.job_duration.get_or_create(&vec![("op", op)]).observe(elapsed.as_secs_f64());
     let (answer, end, outcome_label) = match outcome {

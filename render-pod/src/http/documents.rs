@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{Query as QueryExtractor, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -19,7 +19,7 @@ use crate::quarantine::WorkClass;
 use super::AppState;
 use super::error::ApiError;
 use super::params::{self, Query};
-use super::{body, etag, input};
+use super::{body, etag, input, source};
 use crate::byte_budget::Reservation;
 
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
@@ -108,9 +108,7 @@ pub(super) fn with_etag(mut response: Response, etag: Option<&str>) -> Response 
 
 /// The query string of `uri`, parsed into names and values.
 pub(super) fn query_of(uri: &axum::http::Uri) -> Result<Query, ApiError> {
-    QueryExtractor::<Query>::try_from_uri(uri)
-        .map(|q| q.0)
-        .map_err(|e| ApiError::invalid(e.body_text()))
+    Query::of_uri(uri)
 }
 
 /// Parses what the request says before its body is read; on failure the body is drained.
@@ -162,13 +160,20 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
         budget: app.uploads.budget.clone(),
         retry_after_secs: app.engine.retry_after_secs(),
     };
-    let upload = body::read_document(request, app.uploads.limits, budget, timing.effective())
-        .await
-        .inspect_err(|e| match e.code {
-            "upload_budget_exhausted" => app.metrics.reject("upload_budget"),
-            "body_too_slow" => app.metrics.reject("body_too_slow"),
-            _ => {}
-        })?;
+    let stored = match source::requested(&request) {
+        Ok(stored) => stored,
+        Err(error) => return Err(input::refuse(request, error)),
+    };
+    let upload = match stored {
+        Some(url) => source::fetch(app, request, &url).await?,
+        None => body::read_document(request, app.uploads.limits, budget, timing.effective())
+            .await
+            .inspect_err(|e| match e.code {
+                "upload_budget_exhausted" => app.metrics.reject("upload_budget"),
+                "body_too_slow" => app.metrics.reject("body_too_slow"),
+                _ => {}
+            })?,
+    };
     let doc = upload.bytes;
     app.metrics.bytes_in.inc_by(doc.len() as u64);
     if doc.is_empty() {

@@ -13,10 +13,12 @@ pub mod etag;
 pub mod fuzz_entries;
 mod health;
 mod input;
+pub mod jobs;
 mod metrics;
 mod openapi;
-mod params;
+pub mod params;
 pub mod server;
+mod source;
 mod thumbnails;
 pub mod write_timeout;
 
@@ -36,6 +38,7 @@ use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
 use crate::metrics::Exposition;
+use crate::objects::Objects;
 use crate::office::Office;
 
 pub use error::ApiError;
@@ -111,6 +114,10 @@ pub struct AppState {
     pub engine_version: etag::EngineVersion,
     /// The token `/v1/*` requests must present, with `--auth-token-file`.
     pub auth: Option<Arc<auth::BearerToken>>,
+    /// The object store, for `?source=` and the job routes.
+    pub objects: Option<Arc<Objects>>,
+    /// The durable job routes' broker.
+    pub jobs: Option<jobs::JobsFront>,
 }
 
 /// Errors are often answered before the body was read (bad parameters, too large, draining);
@@ -130,11 +137,13 @@ pub enum RouteKind {
     Document,
     /// Health, readiness, metrics and the API's own description.
     Front,
+    /// The durable job routes (behind the token like the document routes).
+    Jobs,
 }
 
 /// One route: what the router serves and what `openapi.json` must describe.
 pub struct Route {
-    /// `GET` or `POST`.
+    /// `GET`, `POST` or `DELETE`.
     pub method: &'static str,
     /// The path, as axum matches it.
     pub path: &'static str,
@@ -155,6 +164,11 @@ impl Route {
         let handler = axum::routing::post(handler);
         Self { method: "POST", path, kind: RouteKind::Document, handler }
     }
+
+    /// A job route.
+    fn job(method: &'static str, path: &'static str, handler: MethodRouter<Arc<AppState>>) -> Self {
+        Self { method, path, kind: RouteKind::Jobs, handler }
+    }
 }
 
 /// Every route, in one list: the router is built from it and the OpenAPI document is checked
@@ -171,6 +185,9 @@ pub fn routes() -> Vec<Route> {
         Route::document("/v1/thumbnails", thumbnails::thumbnails),
         Route::document("/v1/watermark", documents::watermark),
         Route::document("/v1/convert", documents::convert),
+        Route::job("POST", "/v1/jobs", axum::routing::post(jobs::submit)),
+        Route::job("GET", "/v1/jobs/{id}", axum::routing::get(jobs::status)),
+        Route::job("DELETE", "/v1/jobs/{id}", axum::routing::delete(jobs::cancel)),
     ]
 }
 
@@ -180,7 +197,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     let (mut documents, mut front) = (Router::new(), Router::new());
     for route in routes() {
         match route.kind {
-            RouteKind::Document => documents = documents.route(route.path, route.handler),
+            RouteKind::Document | RouteKind::Jobs => {
+                documents = documents.route(route.path, route.handler)
+            }
             RouteKind::Front => front = front.route(route.path, route.handler),
         }
     }

@@ -28,6 +28,7 @@ mod tests {
     use crate::engine::JobError;
     use crate::http::input::{NDJSON, PASSWORD_HEADER, REQUEST_TIMEOUT_HEADER};
     use crate::http::params::{self, Query, ThumbnailLimits};
+    use crate::http::source;
     use crate::http::{RouteKind, routes};
     use crate::office::detect::inflation::InflationError;
     use crate::office::{ConvertError, Refusal};
@@ -141,7 +142,10 @@ mod tests {
             "/v1/convert" => drop(params::convert(&query, 500)),
             _ => return None,
         }
-        Some(query.asked())
+        // Every document route reads its document from `source=` when given one.
+        let mut asked = query.asked();
+        asked.insert(source::PARAM);
+        Some(asked)
     }
 
     #[test]
@@ -151,7 +155,7 @@ mod tests {
             let op = operation(&doc, route.method, route.path);
             let described: BTreeSet<String> = parameters(&doc, op, "query").into_keys().collect();
             let parsed: BTreeSet<String> = match route.kind {
-                RouteKind::Front => BTreeSet::new(),
+                RouteKind::Front | RouteKind::Jobs => BTreeSet::new(),
                 RouteKind::Document => query_parsed_by(route.path)
                     .unwrap_or_else(|| panic!("add {} to query_parsed_by", route.path))
                     .into_iter()
@@ -281,6 +285,8 @@ mod tests {
         match name {
             "BAD_REQUEST" => 400,
             "UNAUTHORIZED" => 401,
+            "FORBIDDEN" => 403,
+            "NOT_FOUND" => 404,
             "REQUEST_TIMEOUT" => 408,
             "PAYLOAD_TOO_LARGE" => 413,
             "UNSUPPORTED_MEDIA_TYPE" => 415,

@@ -22,7 +22,14 @@ pub struct Query {
 }
 
 impl Query {
-    fn get(&self, name: &'static str) -> Option<&String> {
+    /// The query string of `uri`, parsed into names and values.
+    pub fn of_uri(uri: &axum::http::Uri) -> Result<Self, ApiError> {
+        axum::extract::Query::<Query>::try_from_uri(uri)
+            .map(|q| q.0)
+            .map_err(|e| ApiError::invalid(e.body_text()))
+    }
+
+    pub(super) fn get(&self, name: &'static str) -> Option<&String> {
         #[cfg(test)]
         self.asked.borrow_mut().insert(name);
         self.values.get(name)
@@ -209,6 +216,77 @@ fn watermark_text(query: &Query) -> Result<String, ApiError> {
     Ok(text.to_string())
 }
 
+impl From<BTreeMap<String, String>> for Query {
+    fn from(values: BTreeMap<String, String>) -> Self {
+        Self {
+            values,
+            #[cfg(test)]
+            asked: Default::default(),
+        }
+    }
+}
+
+/// The pages a job's render names: the route's one `page=`, or several with `pages=`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobPages {
+    /// One page.
+    One(u32),
+    /// A selection, resolved against the document's page count when it runs.
+    Selection(PageSelection),
+}
+
+/// A job's operation, read by its HTTP route's parsers (the same names, bounds and messages).
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobOperation {
+    /// `/v1/info`.
+    Info,
+    /// `/v1/extract`: an [`Op::Extract`].
+    Extract(Op),
+    /// `/v1/render`: one image per page.
+    Render { pages: JobPages, size: RenderSize, format: ImageFormat },
+    /// `/v1/thumbnails`: one image per page (all when `None`), within the filmstrip caps per
+    /// page (each page is an object of its own, so the JSON form's pixel cap does not apply).
+    Thumbnails { pages: Option<PageSelection>, size: RenderSize, format: ImageFormat },
+    /// `/v1/watermark`: an [`Op::Watermark`].
+    Watermark(Op),
+    /// `/v1/convert`.
+    Convert(ConvertOptions),
+}
+
+/// Reads a job's operation `name` with parameters `query` through its route's parser.
+pub fn job_operation(
+    name: &str,
+    query: &Query,
+    max_pages: u32,
+    caps: ThumbnailLimits,
+) -> Result<JobOperation, ApiError> {
+    Ok(match name {
+        "info" => JobOperation::Info,
+        "extract" => JobOperation::Extract(extract(query, max_pages)?),
+        "render" => {
+            let several = pages(query, max_pages)?;
+            let Op::Render { page, size, format } = render(query)? else {
+                return Err(ApiError::internal("the render parser made another operation"));
+            };
+            let pages = match several {
+                Some(_) if query.get("page").is_some() => {
+                    return Err(ApiError::invalid("give page or pages, not both"));
+                }
+                Some(selection) => JobPages::Selection(selection),
+                None => JobPages::One(page),
+            };
+            JobOperation::Render { pages, size, format }
+        }
+        "thumbnails" => {
+            let (pages, size, format) = thumbnails(query, max_pages, caps)?;
+            JobOperation::Thumbnails { pages, size, format }
+        }
+        "watermark" => JobOperation::Watermark(watermark(query)?),
+        "convert" => JobOperation::Convert(convert(query, max_pages)?),
+        other => return Err(ApiError::invalid(format!("no operation {other:?}"))),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -281,6 +359,42 @@ mod tests {
         assert!(watermark_text(&q(&[])).is_err());
         assert!(watermark_text(&q(&[("text", &"x".repeat(201))])).is_err());
         assert_eq!(max_chars(&q(&[("max_chars", "10")])).unwrap(), Some(10));
+    }
+
+    #[test]
+    fn job_operations_are_read_by_the_routes_parsers() {
+        let caps = ThumbnailLimits { max_width: 1200, max_dpi: 150.0, max_pixels: 1 };
+        let read = |name: &str, pairs: &[(&str, &str)]| {
+            let values: BTreeMap<String, String> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            job_operation(name, &Query::from(values), 10, caps)
+        };
+        assert_eq!(read("info", &[]).unwrap(), JobOperation::Info);
+        let one = read("render", &[("page", "3"), ("width", "200")]).unwrap();
+        assert_eq!(
+            one,
+            JobOperation::Render {
+                pages: JobPages::One(3),
+                size: RenderSize::Width(200),
+                format: ImageFormat::Png
+            }
+        );
+        let several = read("render", &[("pages", "1-4")]).unwrap();
+        assert!(
+            matches!(several, JobOperation::Render { pages: JobPages::Selection(s), .. } if s.count() == 4)
+        );
+        assert_eq!(
+            read("render", &[("page", "1"), ("pages", "1-2")]).unwrap_err().code,
+            "invalid_request"
+        );
+        assert_eq!(read("render", &[("pages", "1-11")]).unwrap_err().code, "too_many_pages");
+        assert_eq!(read("render", &[("dpi", "5000")]).unwrap_err().code, "invalid_request");
+        // The filmstrip's per-page caps hold; its JSON pixel cap (1 here) does not.
+        assert!(read("thumbnails", &[("width", "300")]).is_ok());
+        assert_eq!(read("thumbnails", &[("width", "1300")]).unwrap_err().code, "invalid_request");
+        assert_eq!(read("watermark", &[]).unwrap_err().code, "invalid_request");
+        assert!(read("convert", &[("pdfa", "2b")]).is_ok());
+        assert_eq!(read("explode", &[]).unwrap_err().code, "invalid_request");
     }
 
     #[test]

@@ -1,0 +1,267 @@
+//! Documents and results in object storage: `s3://bucket/key` URLs on an S3 endpoint (or, for a
+//! pod run by hand, a local folder with one sub-folder per bucket), only in the buckets the pod
+//! may read or write. Reads are bounded (the largest accepted body) and counted in the upload
+//! budget like a request body; what `?source=` previews fetched is kept in a small cache keyed
+//! by the object's ETag, so a viewer paging through a stored upload fetches it once.
+
+mod cache;
+pub mod config;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{
+    Attribute, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutOptions, PutPayload,
+};
+use renderpool_api::jobs::ObjectUrl;
+
+use crate::byte_budget::{ByteBudget, Reservation};
+
+pub use cache::CacheStatus;
+pub use config::{Backend, ObjectsConfig, ObjectsConfigError};
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Documents are read.
+    Read,
+    /// Outputs are written.
+    Write,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        })
+    }
+}
+
+/// Why an object could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// The bucket is not one the pod may use this way.
+    #[error("{url}: the pool may not {access} bucket {bucket:?} (allowed: {allowed})")]
+    NotAllowed { url: String, bucket: String, access: Access, allowed: String },
+    /// No such object.
+    #[error("{url}: no such object")]
+    NotFound { url: String },
+    /// Larger than the pod accepts.
+    #[error("{url}: the object has {bytes} bytes, more than the limit of {max}")]
+    TooLarge { url: String, bytes: u64, max: u64 },
+    /// The upload budget has no room for it now.
+    #[error("{url}: the documents in memory hold the upload budget; retry later")]
+    NoRoom { url: String },
+    /// The store failed or could not be reached.
+    #[error("{url}: the object store failed: {detail}")]
+    Store { url: String, detail: String },
+}
+
+impl ObjectError {
+    fn store(url: &ObjectUrl, error: object_store::Error) -> Self {
+        match error {
+            object_store::Error::NotFound { .. } => ObjectError::NotFound { url: url.to_string() },
+            other => ObjectError::Store { url: url.to_string(), detail: other.to_string() },
+        }
+    }
+}
+
+/// A document read from the store, with its share of the upload budget.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The bytes.
+    pub bytes: Bytes,
+    /// The object's ETag when read.
+    pub etag: Option<String>,
+    /// The bytes' reservation in the upload budget, held as long as the bytes are.
+    pub reservation: Arc<Reservation>,
+}
+
+/// An object a listing found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Its URL.
+    pub url: ObjectUrl,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// The object store as the pod uses it.
+pub struct Objects {
+    config: ObjectsConfig,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    cache: cache::EtagCache,
+}
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Objects").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Objects {
+    /// The store `config` describes.
+    pub fn new(config: ObjectsConfig) -> Self {
+        let cache = cache::EtagCache::new(config.cache_bytes);
+        Self { config, stores: Mutex::new(HashMap::new()), cache }
+    }
+
+    /// Checks that `url` may be used for `access`.
+    pub fn check(&self, url: &ObjectUrl, access: Access) -> Result<(), ObjectError> {
+        let allowed = match access {
+            Access::Read => &self.config.read_buckets,
+            Access::Write => &self.config.write_buckets,
+        };
+        if allowed.contains(&url.bucket) {
+            return Ok(());
+        }
+        Err(ObjectError::NotAllowed {
+            url: url.to_string(),
+            bucket: url.bucket.clone(),
+            access,
+            allowed: names(allowed),
+        })
+    }
+
+    /// The client of `bucket` (made once).
+    fn store(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(bucket) {
+            return Ok(store.clone());
+        }
+        let store = self.config.backend.open(bucket)?;
+        stores.insert(bucket.to_string(), store.clone());
+        Ok(store)
+    }
+
+    /// Reads `url` whole (at most `max_bytes`), reserving its size in `budget` before its
+    /// bytes are read; with `cached`, answers from the ETag cache when the object is unchanged
+    /// (one conditional request) and keeps what it read there.
+    pub async fn fetch(
+        &self,
+        url: &ObjectUrl,
+        max_bytes: u64,
+        budget: &Arc<ByteBudget>,
+        cached: bool,
+    ) -> Result<Fetched, ObjectError> {
+        self.check(url, Access::Read)?;
+        let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
+        let path = StorePath::from(url.key.as_str());
+        let mut options = GetOptions::default();
+        let held = if cached { self.cache.get(url) } else { None };
+        if let Some(held) = &held {
+            options.if_none_match = held.etag.clone();
+        }
+        let result = match store.get_opts(&path, options).await {
+            Err(object_store::Error::NotModified { .. }) if held.is_some() => {
+                self.cache.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return held.ok_or_else(|| ObjectError::NotFound { url: url.to_string() });
+            }
+            other => other.map_err(|e| ObjectError::store(url, e))?,
+        };
+        let size = result.meta.size;
+        if size > max_bytes {
+            return Err(ObjectError::TooLarge {
+                url: url.to_string(),
+                bytes: size,
+                max: max_bytes,
+            });
+        }
+        let reservation = Arc::new(
+            budget.reserve(size).ok_or_else(|| ObjectError::NoRoom { url: url.to_string() })?,
+        );
+        let etag = result.meta.e_tag.clone();
+        let bytes = result.bytes().await.map_err(|e| ObjectError::store(url, e))?;
+        let fetched = Fetched { bytes, etag, reservation };
+        if cached {
+            self.cache.put(url, &fetched);
+        }
+        Ok(fetched)
+    }
+
+    /// Writes `bytes` to `url` whole (a put replaces what was there: written again, an output
+    /// is the same object, never a second one).
+    pub async fn put(
+        &self,
+        url: &ObjectUrl,
+        bytes: Bytes,
+        content_type: &str,
+    ) -> Result<(), ObjectError> {
+        self.check(url, Access::Write)?;
+        let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
+        let mut attributes = Attributes::new();
+        if self.config.backend.keeps_content_types() {
+            attributes.insert(Attribute::ContentType, content_type.to_string().into());
+        }
+        let options = PutOptions { attributes, ..Default::default() };
+        store
+            .put_opts(&StorePath::from(url.key.as_str()), PutPayload::from(bytes), options)
+            .await
+            .map(|_| ())
+            .map_err(|e| ObjectError::store(url, e))
+    }
+
+    /// Reads a small object whole (a manifest), without the budget: `max_bytes` bounds it.
+    pub async fn read_small(&self, url: &ObjectUrl, max_bytes: u64) -> Result<Bytes, ObjectError> {
+        let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
+        let result = store
+            .get_opts(&StorePath::from(url.key.as_str()), GetOptions::default())
+            .await
+            .map_err(|e| ObjectError::store(url, e))?;
+        if result.meta.size > max_bytes {
+            let bytes = result.meta.size;
+            return Err(ObjectError::TooLarge { url: url.to_string(), bytes, max: max_bytes });
+        }
+        result.bytes().await.map_err(|e| ObjectError::store(url, e))
+    }
+
+    /// Every object under `prefix`.
+    pub async fn list(&self, prefix: &ObjectUrl) -> Result<Vec<Listed>, ObjectError> {
+        let store = self.store(&prefix.bucket).map_err(|e| ObjectError::store(prefix, e))?;
+        let path = StorePath::from(prefix.key.trim_end_matches('/'));
+        let listed: Vec<_> = store
+            .list(Some(&path))
+            .try_collect()
+            .await
+            .map_err(|e| ObjectError::store(prefix, e))?;
+        Ok(listed
+            .into_iter()
+            .map(|meta| Listed {
+                url: ObjectUrl { bucket: prefix.bucket.clone(), key: meta.location.to_string() },
+                bytes: meta.size,
+            })
+            .collect())
+    }
+
+    /// Removes `url` (a missing object is no error).
+    pub async fn delete(&self, url: &ObjectUrl) -> Result<(), ObjectError> {
+        self.check(url, Access::Write)?;
+        let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
+        match store.delete(&StorePath::from(url.key.as_str())).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(ObjectError::store(url, e)),
+        }
+    }
+
+    /// The cache's size and hits, for `/readyz`.
+    pub fn cache_status(&self) -> CacheStatus {
+        self.cache.status()
+    }
+
+    /// The configuration, for the log line at start.
+    pub fn config(&self) -> &ObjectsConfig {
+        &self.config
+    }
+}
+
+/// Bucket names for a message.
+fn names(set: &BTreeSet<String>) -> String {
+    if set.is_empty() {
+        return "none".into();
+    }
+    set.iter().cloned().collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,229 @@
+//! Durable jobs against the synchronous path on the same pod, in one run: a release render pod
+//! with 2 slots, a real NATS server, a real S3 server, real PDFium. Prints, never fails on time:
+//! - pages per second through jobs (one job per page, published at once) against through
+//!   `/v1/render` (clients keeping every slot busy), rounds alternating; goal: at least 0.9;
+//! - publish-to-start latency at idle (p50, p99): from the producer's publish to the pod's
+//!   recorded start;
+//! - a 2,000-job backlog's time against its ideal: the same work at the slots' pace (each job's
+//!   render taking what it takes alone, `slots` at a time);
+//! - preview (page render) latency p50/p99 with and without that backlog.
+//!
+//! Run: `cargo build --release -p render-pod && cargo bench -p renderpool-tests --bench jobs
+//! --profile dev` after `eval "$(scripts/setup.sh --cluster)"` (bench/run.sh does it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use renderpool_api::jobs::JobId;
+use renderpool_testkit::corpus;
+use renderpool_tests::jobs::{World, message, percentile, sync_renders};
+use renderpool_tests::release_bin;
+use renderpool_tests::render_pod::RenderPod;
+
+/// 36 pages of text and figures.
+const DOC: &str = "pdf/libtasn1.pdf";
+/// 1 page, 515 bytes: the backlog's input.
+const TRIVIAL: &str = "pdf/trivial.pdf";
+const SLOTS: &str = "2";
+const ROUNDS: usize = 3;
+const BACKLOG: usize = 2000;
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Pages per second through `/v1/render`: `clients` clients render every page of `doc` at
+/// 150 dpi, the document uploaded with each request.
+async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: u32, clients: usize) -> f64 {
+    let queue = Arc::new(Mutex::new((1..=pages).collect::<Vec<_>>()));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let (queue, doc, client, url) =
+                (queue.clone(), doc.clone(), pod.client.clone(), pod.url("/v1/render"));
+            tokio::spawn(async move {
+                loop {
+                    let Some(page) = queue.lock().unwrap().pop() else { return };
+                    let response = client
+                        .post(format!("{url}?page={page}&dpi=150"))
+                        .body(doc.to_vec())
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    f64::from(pages) / started.elapsed().as_secs_f64()
+}
+
+/// Publishes `messages` at once and waits for every one's end event; the time from the first
+/// publish to the last end.
+async fn run_jobs(world: &World, messages: &[serde_json::Value]) -> Duration {
+    let mut events =
+        world.client().subscribe(format!("{}.>", world.subjects.events)).await.unwrap();
+    let started = Instant::now();
+    futures::stream::iter(messages)
+        .for_each_concurrent(64, |m| async move {
+            world.publish(m).await;
+        })
+        .await;
+    let mut ended = BTreeSet::new();
+    while ended.len() < messages.len() {
+        let event = events.next().await.unwrap();
+        let event: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+        assert_eq!(event["type"], "job.done", "{event}");
+        ended.insert(event["data"]["id"].as_str().unwrap().to_string());
+    }
+    started.elapsed()
+}
+
+async fn run() {
+    let world = World::start().await;
+    let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", SLOTS]).await);
+    let doc = Arc::new(corpus::read(DOC));
+    world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
+    world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
+    let pages = 36u32;
+    // Warm both workers and the object cache.
+    sync_pages(&pod, &doc, 4, 2).await;
+    println!(
+        "machine: {} CPUs, load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split(' ')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+
+    println!("\n## pages per second, {SLOTS} slots, {pages} pages of {DOC} at 150 dpi PNG");
+    let (mut sync_rates, mut job_rates) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let sync = sync_pages(&pod, &doc, pages, 4).await;
+        let messages: Vec<_> = (1..=pages)
+            .map(|page| {
+                message(
+                    &format!("rate-{round}-{page}"),
+                    "s3://uploads/bench/doc.pdf",
+                    serde_json::json!([{"op": "render", "page": page, "dpi": 150}]),
+                    "s3://results/rate",
+                )
+            })
+            .collect();
+        let jobs = f64::from(pages) / run_jobs(&world, &messages).await.as_secs_f64();
+        println!(
+            "round {round}: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, ratio {:.2}",
+            jobs / sync
+        );
+        sync_rates.push(sync);
+        job_rates.push(jobs);
+    }
+    let (sync, jobs) = (median(&mut sync_rates), median(&mut job_rates));
+    println!(
+        "median: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, jobs/sync {:.2} (goal >= 0.9)",
+        jobs / sync
+    );
+
+    println!("\n## publish to start at idle (50 jobs, one at a time: info of {TRIVIAL})");
+    let mut starts = Vec::new();
+    let mut ends = Vec::new();
+    for n in 0..50 {
+        let key = format!("idle-{n}");
+        let m = message(
+            &key,
+            "s3://uploads/bench/trivial.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/idle",
+        );
+        let published = now_ms();
+        let took = run_jobs(&world, std::slice::from_ref(&m)).await;
+        let state = world.state(&JobId::from_key(&key)).await.unwrap();
+        starts.push(Duration::from_millis(state.started_ms.unwrap().saturating_sub(published)));
+        ends.push(took);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "publish to start p50 {:?} p99 {:?}; publish to end p50 {:?} p99 {:?}",
+        percentile(&mut starts, 50.0),
+        percentile(&mut starts, 99.0),
+        percentile(&mut ends, 50.0),
+        percentile(&mut ends, 99.0)
+    );
+
+    println!("\n## a backlog of {BACKLOG} jobs (info, and page 1 at 64 px wide, of {TRIVIAL})");
+    let trivial = corpus::read(TRIVIAL);
+    let preview = corpus::read(DOC);
+    let query = "page=1&width=400";
+    // What one job's work takes alone, through the same engine: its two operations in a row.
+    let mut alone = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let info = pod.post("/v1/info", trivial.clone()).await;
+        assert_eq!(info.status(), 200);
+        let render = pod.post("/v1/render?page=1&width=64", trivial.clone()).await;
+        assert_eq!(render.status(), 200);
+        alone.push(started.elapsed());
+    }
+    let alone = percentile(&mut alone, 50.0);
+    let mut idle = sync_renders(&pod, &preview, query, 60, Duration::from_millis(20)).await;
+    let messages: Vec<_> = (0..BACKLOG)
+        .map(|n| {
+            message(
+                &format!("backlog-{n}"),
+                "s3://uploads/bench/trivial.pdf",
+                serde_json::json!([{"op": "info"}, {"op": "render", "page": 1, "width": 64}]),
+                "s3://results/backlog",
+            )
+        })
+        .collect();
+    let previews = {
+        let (pod, preview) = (pod.clone(), preview.clone());
+        tokio::spawn(async move {
+            // Starts once the backlog is there, and stays within it (60 at 20 ms apart).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            sync_renders(&pod, &preview, query, 60, Duration::from_millis(20)).await
+        })
+    };
+    let backlog = run_jobs(&world, &messages).await;
+    let mut busy = previews.await.unwrap();
+    let slots: u32 = SLOTS.parse().unwrap();
+    let ideal = alone * u32::try_from(BACKLOG).unwrap() / slots;
+    println!(
+        "{BACKLOG} jobs in {backlog:?}; one job's work alone {alone:?}, so {slots} slots' ideal {ideal:?}: backlog/ideal {:.2}",
+        backlog.as_secs_f64() / ideal.as_secs_f64()
+    );
+    let (idle50, idle99) = (percentile(&mut idle, 50.0), percentile(&mut idle, 99.0));
+    let (busy50, busy99) = (percentile(&mut busy, 50.0), percentile(&mut busy, 99.0));
+    println!(
+        "previews ({DOC} page 1, 400 px): idle p50 {idle50:?} p99 {idle99:?}; during the backlog p50 {busy50:?} p99 {busy99:?}: p99 x{:.2} (goal <= 1.5)",
+        busy99.as_secs_f64() / idle99.as_secs_f64()
+    );
+    println!(
+        "\nload average afterwards {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split(' ')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(run());
+}

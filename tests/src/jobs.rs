@@ -1,0 +1,365 @@
+//! The durable jobs' world for tests and the benchmark: a real NATS server, a real S3 server
+//! with the buckets a pool uses, a webhook receiver that records what it is sent, and the
+//! render pod's flags for them. A producer's side too: messages published straight to the
+//! stream (as a product that keeps uploads in S3 does), objects put and listed over S3.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use renderpool_api::jobs::{JobId, JobStatus, Subjects, defaults};
+use renderpool_testkit::wait;
+
+use crate::nats::NatsServer;
+use crate::render_pod::RenderPod;
+use crate::versitygw::S3Server;
+
+/// The buckets: documents are read from `uploads`, outputs written to `results`; `private`
+/// exists but the pods may not touch it.
+pub const BUCKETS: [&str; 3] = ["uploads", "results", "private"];
+
+/// The webhook signing secret the pods are given (a Standard Webhooks `whsec_` secret).
+pub const SECRET: &str = "whsec_cmVuZGVycG9vbC10ZXN0LXdlYmhvb2stc2VjcmV0LWtleQ==";
+
+/// A request the webhook receiver got.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Header names (lower case) and values.
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    pub body: Bytes,
+    /// The status it was answered with.
+    pub status: u16,
+}
+
+/// How the receiver answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// 200 to every request.
+    Ok,
+    /// 503 to the first request, 200 after.
+    FailFirst,
+}
+
+/// A webhook receiver on 127.0.0.1: plain HTTP/1.1, one request a connection.
+pub struct Receiver {
+    addr: SocketAddr,
+    got: Arc<Mutex<Vec<Delivery>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    /// Starts answering as `answer` says.
+    pub async fn start(answer: Answer) -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|err| panic!("webhook receiver: {err}"));
+        let addr = listener.local_addr().unwrap_or_else(|err| panic!("webhook receiver: {err}"));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let task = {
+            let got = got.clone();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let got = got.clone();
+                    tokio::spawn(async move { receive(stream, got, answer).await });
+                }
+            })
+        };
+        Receiver { addr, got, task }
+    }
+
+    /// `http://127.0.0.1:PORT/hook`.
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    /// Every request so far.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn receive(
+    mut stream: tokio::net::TcpStream,
+    got: Arc<Mutex<Vec<Delivery>>>,
+    answer: Answer,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head_end, length) = loop {
+        let Ok(n) = stream.read(&mut chunk).await else { return };
+        if n == 0 {
+            return;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+            let length = head
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buffer.len() < head_end + length {
+        let Ok(n) = stream.read(&mut chunk).await else { return };
+        if n == 0 {
+            return;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let body = Bytes::copy_from_slice(&buffer[head_end..head_end + length]);
+    let status = {
+        let mut got = got.lock().unwrap_or_else(|p| p.into_inner());
+        let status = if answer == Answer::FailFirst && got.is_empty() { 503 } else { 200 };
+        got.push(Delivery { headers, body, status });
+        status
+    };
+    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let _ = stream.write_all(reply.as_bytes()).await;
+}
+
+/// A webhook URL that accepts connections and never answers.
+pub struct Silent {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    /// Starts listening.
+    pub async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|err| panic!("silent listener: {err}"));
+        let addr = listener.local_addr().unwrap_or_else(|err| panic!("silent listener: {err}"));
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        Silent { addr, task }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// NATS, S3 and a folder for the pods' secrets.
+pub struct World {
+    /// The broker.
+    pub nats: NatsServer,
+    /// The object store.
+    pub s3: S3Server,
+    secrets: tempfile::TempDir,
+    client: async_nats::Client,
+    /// The pool's subjects.
+    pub subjects: Subjects,
+}
+
+impl World {
+    /// Starts both servers.
+    pub async fn start() -> World {
+        let (nats, s3) = tokio::join!(NatsServer::start(), S3Server::start(&BUCKETS));
+        let secrets = tempfile::tempdir().unwrap_or_else(|err| panic!("secrets folder: {err}"));
+        std::fs::write(secrets.path().join("webhook-secret"), SECRET)
+            .unwrap_or_else(|err| panic!("webhook secret: {err}"));
+        let client = async_nats::connect(nats.url())
+            .await
+            .unwrap_or_else(|err| panic!("connect to {}: {err}", nats.url()));
+        World { nats, s3, secrets, client, subjects: Subjects::under(defaults::SUBJECT_PREFIX) }
+    }
+
+    /// The render pod's flags for this world, then `extra`.
+    pub fn pod_flags(&self, extra: &[&str]) -> Vec<String> {
+        let mut flags = vec![
+            "--jobs-nats-url".to_string(),
+            self.nats.url(),
+            "--jobs-webhook-secret-file".into(),
+            self.secrets.path().join("webhook-secret").display().to_string(),
+            "--jobs-webhook-allow-private".into(),
+            "true".into(),
+            "--jobs-upload-url".into(),
+            "s3://uploads/incoming".into(),
+        ];
+        flags.extend(self.s3.pod_flags(&["uploads", "results"], &["uploads", "results"]));
+        flags.extend(extra.iter().map(|f| f.to_string()));
+        flags
+    }
+
+    /// A render pod of this world.
+    pub async fn pod(&self, extra: &[&str]) -> RenderPod {
+        self.pod_binary(&crate::workspace_bin("render-pod"), extra).await
+    }
+
+    /// A render pod of this world from `binary` (a release build, for a benchmark).
+    pub async fn pod_binary(&self, binary: &std::path::Path, extra: &[&str]) -> RenderPod {
+        let flags = self.pod_flags(extra);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        RenderPod::start_binary(binary, &flags, &[]).await
+    }
+
+    /// Puts `bytes` at `s3://bucket/key` over S3.
+    pub async fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
+        self.s3
+            .client(bucket)
+            .put(&StorePath::from(key), PutPayload::from(bytes))
+            .await
+            .unwrap_or_else(|err| panic!("put s3://{bucket}/{key}: {err}"));
+    }
+
+    /// Reads `s3://bucket/key` over S3.
+    pub async fn get(&self, bucket: &str, key: &str) -> Bytes {
+        let store = self.s3.client(bucket);
+        let got = store.get(&StorePath::from(key)).await;
+        let got = got.unwrap_or_else(|err| panic!("get s3://{bucket}/{key}: {err}"));
+        got.bytes().await.unwrap_or_else(|err| panic!("read s3://{bucket}/{key}: {err}"))
+    }
+
+    /// Every object under `prefix` in `bucket` and its size, over S3.
+    pub async fn list(&self, bucket: &str, prefix: &str) -> BTreeMap<String, u64> {
+        let store: Arc<dyn ObjectStore> = self.s3.client(bucket);
+        let prefix = StorePath::from(prefix);
+        let listed: Vec<_> = store.list(Some(&prefix)).collect().await;
+        listed
+            .into_iter()
+            .map(|meta| meta.unwrap_or_else(|err| panic!("list s3://{bucket}/{prefix}: {err}")))
+            .map(|meta| (meta.location.to_string(), meta.size))
+            .collect()
+    }
+
+    /// JetStream, as a producer reaches it.
+    pub fn jetstream(&self) -> jetstream::Context {
+        jetstream::new(self.client.clone())
+    }
+
+    /// The NATS connection.
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// Publishes `message` to the jobs' stream with its idempotency key as `Nats-Msg-Id`;
+    /// the stream sequence it got.
+    pub async fn publish(&self, message: &serde_json::Value) -> u64 {
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(key) = message["idempotency_key"].as_str() {
+            headers.insert("Nats-Msg-Id", key);
+        }
+        self.publish_bytes(headers, Bytes::from(message.to_string())).await
+    }
+
+    /// Publishes raw bytes (a malformed message, say).
+    pub async fn publish_bytes(&self, headers: async_nats::HeaderMap, bytes: Bytes) -> u64 {
+        let ack = self
+            .jetstream()
+            .publish_with_headers(self.subjects.submit.clone(), headers, bytes)
+            .await
+            .unwrap_or_else(|err| panic!("publish: {err}"));
+        ack.await.unwrap_or_else(|err| panic!("publish ack: {err}")).sequence
+    }
+
+    /// The state of job `id`, read from the state bucket as any reader of the pool may.
+    pub async fn state(&self, id: &JobId) -> Option<JobStatus> {
+        let kv = self
+            .jetstream()
+            .get_key_value(defaults::STATE_BUCKET)
+            .await
+            .unwrap_or_else(|err| panic!("state bucket: {err}"));
+        let value =
+            kv.get(id.as_str()).await.unwrap_or_else(|err| panic!("state of {id}: {err}"))?;
+        Some(serde_json::from_slice(&value).unwrap_or_else(|err| panic!("state of {id}: {err}")))
+    }
+
+    /// Waits until job `id`'s state satisfies `done`; fails naming the last state seen.
+    pub async fn wait_state(
+        &self,
+        id: &JobId,
+        within: Duration,
+        done: impl Fn(&JobStatus) -> bool,
+    ) -> JobStatus {
+        wait::until(&format!("job {id}"), within, || async {
+            let state = self.state(id).await;
+            match state {
+                Some(state) if done(&state) => Ok(state),
+                other => Err(other),
+            }
+        })
+        .await
+    }
+}
+
+/// A job message of version 1.
+pub fn message(
+    key: &str,
+    input: &str,
+    operations: serde_json::Value,
+    output: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "version": 1,
+        "idempotency_key": key,
+        "input": {"url": input},
+        "operations": operations,
+        "output": {"url": output},
+    })
+}
+
+/// The percentile `p` (0 to 100) of `samples`, nearest rank.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.sort();
+    let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+/// `n` sequential page renders of `doc` through `/v1/render`, each one's latency.
+pub async fn sync_renders(
+    pod: &RenderPod,
+    doc: &[u8],
+    query: &str,
+    n: usize,
+    pause: Duration,
+) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let response = pod.post(&format!("/v1/render?{query}"), doc.to_vec()).await;
+        assert_eq!(response.status(), 200, "a preview during the backlog");
+        response.bytes().await.unwrap_or_else(|err| panic!("render body: {err}"));
+        latencies.push(started.elapsed());
+        tokio::time::sleep(pause).await;
+    }
+    latencies
+}

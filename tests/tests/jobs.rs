@@ -1,0 +1,639 @@
+//! Durable jobs end to end: the real render-pod binary with a real NATS server (JetStream), a
+//! real S3 server (the Versity S3 Gateway) and real PDFium, everything on 127.0.0.1. Jobs are
+//! published the way a producer that keeps its uploads in S3 publishes them (straight to the
+//! stream) and through `POST /v1/jobs`; their outputs are listed over S3 and compared with what
+//! was asked; webhooks are checked by a verifier written here, not by the code that signs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use futures::StreamExt;
+use hmac::{Hmac, Mac};
+use renderpool_api::jobs::{JobId, JobStatus, Manifest, State};
+use renderpool_testkit::{corpus, wait};
+use renderpool_tests::jobs::{
+    Answer, Delivery, Receiver, SECRET, Silent, World, message, percentile, sync_renders,
+};
+use renderpool_tests::render_pod::{RenderPod, error_code};
+use sha2::Sha256;
+
+/// Each test runs its own servers and pods; one at a time keeps two cores honest.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A document whose pages render in milliseconds.
+const SMALL: &str = "pdf/libtasn1.pdf";
+/// A one-page document of 515 bytes: the backlog's input.
+const TRIVIAL: &str = "pdf/trivial.pdf";
+/// A page that takes seconds at 1200 dpi (a 540 MB bitmap): a job that is surely mid-way when
+/// it is interrupted.
+const SLOW: &str = "pdf/gnuplot.pdf";
+/// The flags that allow the slow render.
+const ALLOW_SLOW: [&str; 4] = ["--max-pixels", "400000000", "--memory-per-slot", "1Gi"];
+
+fn doc(name: &str) -> Vec<u8> {
+    corpus::read(name)
+}
+
+/// Standard Webhooks verification, written from the specification: the signed content is
+/// `id.timestamp.body`, the key the base64 after `whsec_`, the header a space-separated list of
+/// `v1,<base64>` signatures; the timestamp must be recent.
+fn verify(delivery: &Delivery) -> Result<String, String> {
+    let header =
+        |name: &str| delivery.headers.get(name).cloned().ok_or_else(|| format!("no {name} header"));
+    let (id, timestamp, signatures) =
+        (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
+    let sent: u64 = timestamp.parse().map_err(|_| format!("timestamp {timestamp:?}"))?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    if now.abs_diff(sent) > 300 {
+        return Err(format!("timestamp {sent} is {} s from now", now.abs_diff(sent)));
+    }
+    let key = STANDARD.decode(SECRET.strip_prefix("whsec_").unwrap()).unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(&delivery.body);
+    let expected = STANDARD.encode(mac.finalize().into_bytes());
+    let matched = signatures
+        .split(' ')
+        .filter_map(|s| s.strip_prefix("v1,"))
+        .any(|candidate| candidate == expected);
+    if matched { Ok(id) } else { Err(format!("no signature in {signatures:?} matches")) }
+}
+
+#[test]
+fn the_verifier_refuses_what_it_should() {
+    let body = Bytes::from_static(b"{}");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs().to_string();
+    let key = STANDARD.decode(SECRET.strip_prefix("whsec_").unwrap()).unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("msg_1.{now}.{{}}").as_bytes());
+    let good = format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()));
+    let delivery = |id: &str, ts: &str, sig: &str| Delivery {
+        headers: [("webhook-id", id), ("webhook-timestamp", ts), ("webhook-signature", sig)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        body: body.clone(),
+        status: 200,
+    };
+    assert_eq!(verify(&delivery("msg_1", &now, &format!("v1,bad {good}"))), Ok("msg_1".into()));
+    assert!(verify(&delivery("msg_2", &now, &good)).is_err(), "another id");
+    assert!(verify(&delivery("msg_1", "1000", &good)).is_err(), "an old timestamp");
+    assert!(verify(&delivery("msg_1", &now, "v1,AAAA")).is_err());
+}
+
+/// The outputs of job `id` under `prefix` in `results`, as listed over S3.
+async fn outputs_of(world: &World, prefix: &str, id: &JobId) -> BTreeMap<String, u64> {
+    world.list("results", &format!("{prefix}/{id}")).await
+}
+
+/// The manifest of `id` under `prefix`, read over S3, checked against the listing: every
+/// object it names is there with its size, and nothing else is.
+async fn check_manifest(
+    world: &World,
+    prefix: &str,
+    id: &JobId,
+    listed: &BTreeMap<String, u64>,
+) -> Manifest {
+    let key = format!("{prefix}/{id}/manifest.json");
+    let manifest: Manifest = serde_json::from_slice(&world.get("results", &key).await).unwrap();
+    assert_eq!(&manifest.job, id);
+    let mut named: BTreeMap<String, u64> = manifest
+        .operations
+        .iter()
+        .flat_map(|op| op.outputs.iter())
+        .map(|o| (o.url.strip_prefix("s3://results/").unwrap().to_string(), o.bytes))
+        .collect();
+    named.insert(key.clone(), listed[&key]);
+    assert_eq!(&named, listed, "job {id}: the manifest (left) against the listing (right)");
+    manifest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_of_2000_jobs_is_worked_off_whole_while_previews_stay_first() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "backlog/doc.pdf", doc(TRIVIAL)).await;
+    let pod = world.pod(&["--slots", "2"]).await;
+    let preview = doc(SMALL);
+    let query = "page=1&width=400";
+    // Warm both workers, then the previews of an idle pod.
+    sync_renders(&pod, &preview, query, 4, Duration::ZERO).await;
+    let mut idle = sync_renders(&pod, &preview, query, 40, Duration::from_millis(20)).await;
+    // Every job's end is announced on its subject: count them as they come.
+    let mut events =
+        world.client().subscribe(format!("{}.>", world.subjects.events)).await.unwrap();
+    const JOBS: usize = 2000;
+    let operations = serde_json::json!([{"op": "info"}, {"op": "render", "page": 1, "width": 64}]);
+    let messages: Vec<serde_json::Value> = (0..JOBS)
+        .map(|n| {
+            message(
+                &format!("backlog-{n}"),
+                "s3://uploads/backlog/doc.pdf",
+                operations.clone(),
+                "s3://results/backlog",
+            )
+        })
+        .collect();
+    let ids: BTreeSet<JobId> =
+        messages.iter().map(|m| JobId::from_key(m["idempotency_key"].as_str().unwrap())).collect();
+    let started = Instant::now();
+    futures::stream::iter(messages.iter())
+        .for_each_concurrent(64, |m| {
+            let world = &world;
+            async move {
+                world.publish(m).await;
+            }
+        })
+        .await;
+    let published = started.elapsed();
+    // Previews while the backlog is worked off.
+    let mut busy = sync_renders(&pod, &preview, query, 40, Duration::from_millis(20)).await;
+    let mut ended = BTreeSet::new();
+    let collect = async {
+        while ended.len() < JOBS {
+            let event = events.next().await.expect("the event subscription ended");
+            let event: serde_json::Value = serde_json::from_slice(&event.payload).unwrap();
+            assert_eq!(event["type"], "job.done", "{event}");
+            ended.insert(event["data"]["id"].as_str().unwrap().to_string());
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(600), collect)
+        .await
+        .unwrap_or_else(|_| panic!("{} of {JOBS} jobs done after 600 s", ended.len()));
+    let elapsed = started.elapsed();
+    let (idle_p50, idle_p99) = (percentile(&mut idle, 50.0), percentile(&mut idle, 99.0));
+    let (busy_p50, busy_p99) = (percentile(&mut busy, 50.0), percentile(&mut busy, 99.0));
+    eprintln!(
+        "backlog: {JOBS} jobs published in {published:?}, all done in {elapsed:?}; previews p50/p99 idle {idle_p50:?}/{idle_p99:?}, during the backlog {busy_p50:?}/{busy_p99:?} (x{:.2} at p99)",
+        busy_p99.as_secs_f64() / idle_p99.as_secs_f64()
+    );
+    // Every job done, each output where asked, nothing missing, nothing twice, nothing else.
+    let listed = world.list("results", "backlog").await;
+    let mut expected = BTreeSet::new();
+    for id in &ids {
+        for key in ["00-info.json", "01-render/page-00001.png", "manifest.json"] {
+            expected.insert(format!("backlog/{id}/{key}"));
+        }
+    }
+    let got: BTreeSet<String> = listed.keys().cloned().collect();
+    assert_eq!(got.len(), expected.len());
+    assert!(
+        got == expected,
+        "outputs missing: {:?}; unexpected: {:?}",
+        expected.difference(&got).take(5).collect::<Vec<_>>(),
+        got.difference(&expected).take(5).collect::<Vec<_>>()
+    );
+    let ended: BTreeSet<JobId> = ended.into_iter().map(|id| JobId::try_from(id).unwrap()).collect();
+    assert_eq!(ended, ids, "every job announced its end once");
+    futures::stream::iter(&ids)
+        .for_each_concurrent(32, |id| {
+            let (world, listed) = (&world, &listed);
+            async move {
+                let state = world.state(id).await.unwrap();
+                let progress = (state.state, state.progress.done, state.progress.total);
+                assert_eq!(progress, (State::Done, 2, 2), "{id}");
+                let mine: BTreeMap<String, u64> = listed
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&format!("backlog/{id}/")))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                let manifest = check_manifest(world, "backlog", id, &mine).await;
+                assert_eq!(manifest.operations[1].outputs[0].width, Some(64));
+            }
+        })
+        .await;
+    // Nothing is left in the stream or held by the consumer.
+    let jsz = world.nats.jsz().await;
+    let account = jsz["account_details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "$G")
+        .unwrap()
+        .clone();
+    let stream = account["stream_detail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "RENDERPOOL_JOBS")
+        .unwrap()
+        .clone();
+    let consumer = &stream["consumer_detail"][0];
+    assert_eq!(
+        (consumer["num_pending"].as_u64(), consumer["num_ack_pending"].as_u64()),
+        (Some(0), Some(0)),
+        "{consumer}"
+    );
+    assert_eq!(
+        stream["state"]["messages"].as_u64(),
+        Some(0),
+        "a work queue keeps nothing acknowledged"
+    );
+}
+
+/// Waits until some worker of `pod` is busy; its pid.
+async fn busy_worker(pod: &RenderPod, not: Option<u64>) -> u64 {
+    wait::until("a busy worker", Duration::from_secs(60), || async {
+        let workers = pod.readyz().await["engine"]["workers"].clone();
+        let busy = workers.as_array().unwrap().iter().find(|w| w["busy"] == true);
+        busy.and_then(|w| w["pid"].as_u64()).filter(|pid| Some(*pid) != not).ok_or(workers)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_pod_is_killed_completes_on_another_with_one_webhook() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "slow.pdf", doc(SLOW)).await;
+    // The first delivery of the webhook is answered 503: the retry carries the same id.
+    let hooks = Receiver::start(Answer::FailFirst).await;
+    let flags = [&ALLOW_SLOW[..], &["--slots", "1", "--jobs-ack-wait-ms", "2000"]].concat();
+    let first = world.pod(&flags).await;
+    let mut job = message(
+        "killed-1",
+        "s3://uploads/slow.pdf",
+        serde_json::json!([
+            {"op": "render", "page": 1, "dpi": 1200, "format": "jpeg"},
+            {"op": "info"}
+        ]),
+        "s3://results/killed",
+    );
+    job["webhook"] = serde_json::json!({"url": hooks.url()});
+    let id = JobId::from_key("killed-1");
+    world.publish(&job).await;
+    busy_worker(&first, None).await;
+    assert_eq!(world.state(&id).await.unwrap().state, State::Running);
+    // SIGKILL: no drain, no nak; the message is held until its ack wait runs out.
+    drop(first);
+    let second = world.pod(&flags).await;
+    let done = world
+        .wait_state(&id, Duration::from_secs(120), |s| {
+            s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
+        })
+        .await;
+    assert_eq!((done.deliveries, done.strikes), (2, 1), "{done:?}");
+    let listed = outputs_of(&world, "killed", &id).await;
+    let keys: Vec<&str> =
+        listed.keys().map(|k| k.rsplit_once(&format!("{id}/")).unwrap().1).collect();
+    assert_eq!(keys, ["00-render/page-00001.jpg", "01-info.json", "manifest.json"]);
+    let manifest = check_manifest(&world, "killed", &id, &listed).await;
+    let image = world.get("results", &format!("killed/{id}/00-render/page-00001.jpg")).await;
+    assert!(image.starts_with(&[0xff, 0xd8]) && image.ends_with(&[0xff, 0xd9]), "a whole JPEG");
+    // The image is the page at 1200 dpi, as the job's own info output measures the page.
+    let info: serde_json::Value =
+        serde_json::from_slice(&world.get("results", &format!("killed/{id}/01-info.json")).await)
+            .unwrap();
+    let width_pt = info["pages"][0]["width_pt"].as_f64().unwrap();
+    let expected = (width_pt * 1200.0 / 72.0).round() as u32;
+    assert_eq!(manifest.operations[0].outputs[0].width, Some(expected));
+    assert_eq!(manifest.operations[0].outputs[0].page, Some(1));
+    // Two POSTs, one id, both signed; one accepted.
+    let deliveries = hooks.deliveries();
+    assert_eq!(deliveries.iter().map(|d| d.status).collect::<Vec<_>>(), [503, 200]);
+    let ids: BTreeSet<String> = deliveries.iter().map(|d| verify(d).unwrap()).collect();
+    assert_eq!(ids, BTreeSet::from([format!("msg_{id}")]));
+    let event: serde_json::Value = serde_json::from_slice(&deliveries[1].body).unwrap();
+    assert_eq!(
+        (event["type"].as_str(), event["data"]["id"].as_str()),
+        (Some("job.done"), Some(id.as_str()))
+    );
+    assert!(event["data"]["manifest_url"].as_str().unwrap().ends_with("/manifest.json"));
+    drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn poison_goes_to_the_dead_letter_stream_and_refused_documents_fail_at_once() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "slow.pdf", doc(SLOW)).await;
+    world
+        .put("uploads", "garbage.pdf", b"this is no PDF at all, and PDFium says so".to_vec())
+        .await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    let flags = [&ALLOW_SLOW[..], &["--slots", "2", "--jobs-max-deliveries", "2"]].concat();
+    let pod = world.pod(&flags).await;
+    let crasher = JobId::from_key("crasher");
+    world
+        .publish(&message(
+            "crasher",
+            "s3://uploads/slow.pdf",
+            serde_json::json!([{"op": "render", "page": 1, "dpi": 1200}]),
+            "s3://results/poison",
+        ))
+        .await;
+    // Its worker dies under it, twice (the kernel's OOM killer would do the same).
+    let victim = busy_worker(&pod, None).await;
+    // While it runs, a document PDFium refuses, and an ordinary job: neither waits for it.
+    world
+        .publish(&message(
+            "garbage",
+            "s3://uploads/garbage.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/poison",
+        ))
+        .await;
+    world
+        .publish(&message(
+            "ordinary-1",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/poison",
+        ))
+        .await;
+    let refused = world
+        .wait_state(&JobId::from_key("garbage"), Duration::from_secs(30), |s| s.state.is_final())
+        .await;
+    let error = refused.error.clone().unwrap();
+    assert_eq!(
+        (refused.state, error.code.as_str(), error.status),
+        (State::Failed, "unreadable_document", 422),
+        "{refused:?}"
+    );
+    assert_eq!(
+        (refused.deliveries, refused.strikes, refused.dead_lettered),
+        (1, 0, false),
+        "failed at once, never retried"
+    );
+    world
+        .wait_state(&JobId::from_key("ordinary-1"), Duration::from_secs(30), |s| {
+            s.state == State::Done
+        })
+        .await;
+    unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    let second = busy_worker(&pod, Some(victim)).await;
+    let handed_back = world.state(&crasher).await.unwrap();
+    assert_eq!(
+        (handed_back.strikes, handed_back.error.as_ref().map(|e| e.code.as_str())),
+        (1, Some("worker_crashed")),
+        "{handed_back:?}"
+    );
+    unsafe { libc::kill(second as i32, libc::SIGKILL) };
+    let dead = world.wait_state(&crasher, Duration::from_secs(30), |s| s.state.is_final()).await;
+    let error = dead.error.clone().unwrap();
+    assert_eq!(
+        (dead.state, dead.dead_lettered, dead.strikes),
+        (State::Failed, true, 2),
+        "{dead:?}"
+    );
+    assert_eq!(error.code, "worker_crashed");
+    // The dead letter carries the job and the reason.
+    let stream = world.jetstream().get_stream("RENDERPOOL_JOBS_DEAD").await.unwrap();
+    let letter = stream.get_last_raw_message_by_subject("renderpool.jobs.dead").await.unwrap();
+    let reason =
+        letter.headers.get("Renderpool-Dead-Reason").map(|v| v.to_string()).unwrap_or_default();
+    assert!(reason.starts_with("worker_crashed"), "{reason}");
+    let body: serde_json::Value = serde_json::from_slice(&letter.payload).unwrap();
+    assert_eq!(
+        (body["job"].as_str(), body["reason"]["code"].as_str()),
+        (Some(crasher.as_str()), Some("worker_crashed"))
+    );
+    assert_eq!(body["message"]["idempotency_key"], "crasher");
+    assert!(
+        world.list("results", &format!("poison/{crasher}")).await.is_empty(),
+        "no output of a dead job"
+    );
+    // The queue goes on.
+    world
+        .publish(&message(
+            "ordinary-2",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/poison",
+        ))
+        .await;
+    world
+        .wait_state(&JobId::from_key("ordinary-2"), Duration::from_secs(30), |s| {
+            s.state == State::Done
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_input_fails_clearly_and_nothing_else() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    world.put("private", "small.pdf", doc(SMALL)).await;
+    let pod = world
+        .pod(&["--slots", "2", "--jobs-webhook-timeout-ms", "500", "--jobs-webhook-attempts", "2"])
+        .await;
+    let silent = Silent::start().await;
+    let ops = serde_json::json!([{"op": "info"}]);
+    // Not JSON: its state is under the id of its stream sequence.
+    let sequence =
+        world.publish_bytes(async_nats::HeaderMap::new(), Bytes::from_static(b"{not json")).await;
+    let malformed = JobId::of_bytes(format!("stream-sequence:{sequence}").as_bytes());
+    world
+        .publish(&message(
+            "no-such-op",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "explode"}]),
+            "s3://results/bad",
+        ))
+        .await;
+    world
+        .publish(&message(
+            "too-wide",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "thumbnails", "width": 5000}]),
+            "s3://results/bad",
+        ))
+        .await;
+    world
+        .publish(&message("private", "s3://private/small.pdf", ops.clone(), "s3://results/bad"))
+        .await;
+    world
+        .publish(&message("missing", "s3://uploads/missing.pdf", ops.clone(), "s3://results/bad"))
+        .await;
+    let mut silent_job =
+        message("silent-hook", "s3://uploads/small.pdf", ops.clone(), "s3://results/bad");
+    silent_job["webhook"] = serde_json::json!({"url": silent.url()});
+    world.publish(&silent_job).await;
+    world
+        .publish(&message("good", "s3://uploads/small.pdf", ops.clone(), "s3://results/bad"))
+        .await;
+    let failed = |state: &JobStatus| state.state.is_final();
+    for (id, code, status) in [
+        (malformed.clone(), "invalid_request", 400),
+        (JobId::from_key("no-such-op"), "invalid_request", 400),
+        (JobId::from_key("too-wide"), "invalid_request", 400),
+        (JobId::from_key("private"), "bucket_not_allowed", 403),
+        (JobId::from_key("missing"), "object_not_found", 404),
+    ] {
+        let state = world.wait_state(&id, Duration::from_secs(30), failed).await;
+        let error = state.error.clone().unwrap_or_else(|| panic!("{state:?}"));
+        assert_eq!(
+            (state.state, error.code.as_str(), error.status),
+            (State::Failed, code, status),
+            "{state:?}"
+        );
+        assert!(!error.message.is_empty());
+    }
+    let silent_state = world
+        .wait_state(&JobId::from_key("silent-hook"), Duration::from_secs(30), |s| {
+            s.webhook.is_some()
+        })
+        .await;
+    let hook = silent_state.webhook.clone().unwrap();
+    assert_eq!(
+        (silent_state.state, hook.delivered, hook.attempts),
+        (State::Done, false, 2),
+        "{silent_state:?}"
+    );
+    assert!(hook.error.as_deref().unwrap_or_default().contains("timed out"), "{hook:?}");
+    let good = world
+        .wait_state(&JobId::from_key("good"), Duration::from_secs(30), |s| s.state.is_final())
+        .await;
+    assert_eq!(good.state, State::Done);
+    // The same refusals through POST /v1/jobs are answered at once.
+    let post = |body: serde_json::Value| {
+        pod.client
+            .post(pod.url("/v1/jobs"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let (status, code) = error_code(
+        post(message("p1", "s3://private/small.pdf", ops.clone(), "s3://results/bad"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (403, "bucket_not_allowed"));
+    let (status, code) = error_code(
+        post(message("p2", "s3://uploads/small.pdf", ops.clone(), "s3://private/out"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (403, "bucket_not_allowed"));
+    let (status, code) = error_code(
+        post(message(
+            "p3",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "render", "dpi": 9999}]),
+            "s3://results/bad",
+        ))
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_request"));
+    assert_eq!(pod.client.get(pod.url("/healthz")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_job_routes_and_stored_sources() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    world.put("private", "small.pdf", doc(SMALL)).await;
+    // A pod that only accepts jobs: what it accepts stays queued.
+    let front = world.pod(&["--jobs-pull", "false"]).await;
+    let submit = |key: &str, body: serde_json::Value| {
+        let request =
+            front.client.post(front.url("/v1/jobs")).header("content-type", "application/json");
+        request.header("idempotency-key", key).body(body.to_string()).send()
+    };
+    let mut body = message(
+        "ignored",
+        "s3://uploads/small.pdf",
+        serde_json::json!([{"op": "thumbnails", "width": 100}]),
+        "s3://results/routes",
+    );
+    body.as_object_mut().unwrap().remove("idempotency_key");
+    let first = submit("same-key", body.clone()).await.unwrap();
+    assert_eq!(first.status(), 202);
+    let location = first.headers()["location"].to_str().unwrap().to_string();
+    let first: JobStatus = first.json().await.unwrap();
+    assert_eq!(location, format!("/v1/jobs/{}", first.id));
+    assert_eq!(first.id, JobId::from_key("same-key"));
+    let again = submit("same-key", body.clone()).await.unwrap();
+    assert_eq!(again.status(), 200, "the same key is the same job");
+    let again: JobStatus = again.json().await.unwrap();
+    assert_eq!((again.id.clone(), again.state), (first.id.clone(), State::Queued));
+    // Cancelled while queued: a pulling pod drops it.
+    let cancelled = front.client.delete(front.url(&location)).send().await.unwrap();
+    assert_eq!(cancelled.status(), 200);
+    assert_eq!(cancelled.json::<JobStatus>().await.unwrap().state, State::Cancelled);
+    // A document as the body, the message in the header.
+    let upload = front
+        .client
+        .post(front.url("/v1/jobs"))
+        .header("content-type", "application/pdf")
+        .header("x-renderpool-job", serde_json::json!({"version": 1, "idempotency_key": "uploaded", "operations": [{"op": "extract"}, {"op": "render", "pages": "1", "width": 120}], "output": {"url": "s3://results/routes"}}).to_string())
+        .body(doc(SMALL))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 202);
+    let uploaded: JobStatus = upload.json().await.unwrap();
+    assert_eq!(
+        world.get("uploads", &format!("incoming/{}", uploaded.id)).await.len(),
+        doc(SMALL).len()
+    );
+    let worker = world.pod(&["--slots", "1"]).await;
+    let done = wait::until("the uploaded job done", Duration::from_secs(60), || async {
+        let state: JobStatus = worker
+            .client
+            .get(worker.url(&format!("/v1/jobs/{}", uploaded.id)))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if state.state == State::Done { Ok(state) } else { Err(state) }
+    })
+    .await;
+    let manifest = done.manifest.clone().expect("a done job's answer carries its manifest");
+    assert_eq!(
+        manifest.operations.iter().map(|o| o.op.as_str()).collect::<Vec<_>>(),
+        ["extract", "render"]
+    );
+    assert_eq!(manifest.input.url, format!("s3://uploads/incoming/{}", uploaded.id));
+    let listed = outputs_of(&world, "routes", &uploaded.id).await;
+    check_manifest(&world, "routes", &uploaded.id, &listed).await;
+    // The cancelled job was dropped by the pulling pod, never run.
+    let cancelled =
+        world.wait_state(&first.id, Duration::from_secs(5), |s| s.state == State::Cancelled).await;
+    assert_eq!(cancelled.progress.done, 0);
+    assert!(outputs_of(&world, "routes", &first.id).await.is_empty());
+    let unknown = worker
+        .client
+        .get(worker.url(&format!("/v1/jobs/{}", JobId::from_key("never"))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_code(unknown).await, (404, "job_not_found".into()));
+    // The synchronous routes read stored documents too: the same page, the same bytes.
+    let stored = worker
+        .client
+        .post(worker.url("/v1/render?page=1&width=300&source=s3://uploads/small.pdf"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.status(), 200);
+    let stored = stored.bytes().await.unwrap();
+    let sent = worker.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
+    assert_eq!(stored, sent);
+    for (source, expected) in [
+        ("s3://private/small.pdf", (403, "bucket_not_allowed")),
+        ("s3://uploads/missing.pdf", (404, "object_not_found")),
+        ("http://example.com/x.pdf", (400, "invalid_request")),
+    ] {
+        let response = worker
+            .client
+            .post(worker.url(&format!("/v1/info?source={source}")))
+            .send()
+            .await
+            .unwrap();
+        let (status, code) = error_code(response).await;
+        assert_eq!((status, code.as_str()), expected, "{source}");
+    }
+}
