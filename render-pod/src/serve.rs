@@ -17,7 +17,7 @@ use crate::http::auth::{BearerToken, TokenError};
 use crate::http::etag::EngineVersion;
 use crate::http::jobs::JobsFront;
 use crate::http::{self, AppState, FrontMetrics, PlanView, Uploads};
-use crate::jobs::{JobLimits, Jobs, JobsConfig};
+use crate::jobs::{JobLimits, Jobs, JobsConfig, JobsMetrics};
 use crate::limits::{self, PlanMetrics};
 use crate::metrics::{Exposition, Rejections};
 use crate::objects::Objects;
@@ -106,11 +106,13 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     let engine_metrics = Arc::new(EngineMetrics::new(rejections.clone()));
     let front_metrics = Arc::new(FrontMetrics::new(rejections.clone()));
     let office_metrics = Arc::new(OfficeMetrics::default());
+    let jobs_metrics = Arc::new(JobsMetrics::default());
     let mut exposition = Exposition::new();
     exposition.add(&*engine_metrics);
     exposition.add(&rejections);
     exposition.add(&*front_metrics);
     exposition.add(&*office_metrics);
+    exposition.add(&*jobs_metrics);
     exposition.add(&PlanMetrics { plan: &plan, limits: &detected });
     front_metrics.upload_budget.set(i64::try_from(upload_budget).unwrap_or(i64::MAX));
     front_metrics.answer_budget.set(i64::try_from(answer_budget).unwrap_or(i64::MAX));
@@ -229,7 +231,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
                     job_deadline: args.job_deadline(),
                 },
             };
-            Some(Jobs::start(config, front.broker, objects, &state).await?)
+            Some(Jobs::start(config, jobs_metrics, front.broker, objects, &state).await?)
         }
         _ => None,
     };

@@ -65,6 +65,16 @@ impl RenderPod {
         self.pid
     }
 
+    /// Sends SIGTERM and waits (up to 10 s) for it to drain and exit.
+    pub fn terminate(&self) {
+        process::signal(self.pid, libc::SIGTERM);
+    }
+
+    /// How it exited, once it has.
+    pub fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        process::exit_status(self.pid)
+    }
+
     /// What it logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -206,6 +206,9 @@ async fn a_backlog_of_2000_jobs_is_worked_off_whole_while_previews_stay_first() 
             }
         })
         .await;
+    // The pod counted them (and nothing else) as done.
+    assert_eq!(pod.metric("renderpod_jobs_ended_total", &["outcome=\"done\""]).await, JOBS as f64);
+    assert_eq!(pod.metric("renderpod_jobs_running", &[]).await, 0.0);
     // Nothing is left in the stream or held by the consumer.
     let jsz = world.nats.jsz().await;
     let account = jsz["account_details"]
@@ -277,6 +280,10 @@ async fn a_job_whose_pod_is_killed_completes_on_another_with_one_webhook() {
         })
         .await;
     assert_eq!((done.deliveries, done.strikes), (2, 1), "{done:?}");
+    // It ran longer than the ack wait on the second pod and was not delivered a third time:
+    // the in-progress acks held it.
+    let ran = done.updated_ms - done.started_ms.unwrap();
+    assert!(ran > 2_000, "the job ran {ran} ms, not past the ack wait: the test proves nothing");
     let listed = outputs_of(&world, "killed", &id).await;
     let keys: Vec<&str> =
         listed.keys().map(|k| k.rsplit_once(&format!("{id}/")).unwrap().1).collect();
@@ -304,6 +311,58 @@ async fn a_job_whose_pod_is_killed_completes_on_another_with_one_webhook() {
     );
     assert!(event["data"]["manifest_url"].as_str().unwrap().ends_with("/manifest.json"));
     drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draining_pod_stops_pulling_and_hands_back_what_it_cannot_finish() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "slow.pdf", doc(SLOW)).await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    // A grace period shorter than the job: it cannot finish there.
+    let flags = [&ALLOW_SLOW[..], &["--slots", "1", "--grace-period-ms", "500"]].concat();
+    let draining = world.pod(&flags).await;
+    let slow = JobId::from_key("drained");
+    world
+        .publish(&message(
+            "drained",
+            "s3://uploads/slow.pdf",
+            serde_json::json!([{"op": "render", "pages": "1-2", "dpi": 1200}]),
+            "s3://results/drain",
+        ))
+        .await;
+    busy_worker(&draining, None).await;
+    draining.terminate();
+    let status = draining.exit_status().expect("the pod exited within 10 s of SIGTERM");
+    assert!(status.success(), "{status:?}: {}", draining.log_text());
+    let handed_back = world.state(&slow).await.unwrap();
+    assert_eq!((handed_back.state, handed_back.strikes), (State::Queued, 0), "{handed_back:?}");
+    // Published after the drain: nobody took it from the draining pod.
+    world
+        .publish(&message(
+            "after-drain",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/drain",
+        ))
+        .await;
+    let log = draining.log_text();
+    assert!(log.contains("stopped pulling jobs"), "{log}");
+    drop(draining);
+    // Another pod takes both; the handed-back job was delivered again at once, no strike.
+    let next = world.pod(&flags).await;
+    let done = world.wait_state(&slow, Duration::from_secs(120), |s| s.state.is_final()).await;
+    assert_eq!((done.state, done.deliveries, done.strikes), (State::Done, 2, 0), "{done:?}");
+    let listed = outputs_of(&world, "drain", &slow).await;
+    assert_eq!(listed.len(), 3, "two pages and the manifest: {listed:?}");
+    check_manifest(&world, "drain", &slow, &listed).await;
+    let after = world
+        .wait_state(&JobId::from_key("after-drain"), Duration::from_secs(30), |s| {
+            s.state.is_final()
+        })
+        .await;
+    assert_eq!((after.state, after.deliveries), (State::Done, 1));
+    drop(next);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

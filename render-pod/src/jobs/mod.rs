@@ -9,6 +9,7 @@
 //! what is left.
 
 mod claim;
+pub mod metrics;
 mod outputs;
 mod run;
 mod verdict;
@@ -33,10 +34,12 @@ use crate::byte_budget::ByteBudget;
 use crate::engine::Engine;
 use crate::http::params::{JobOperation, Query, ThumbnailLimits, job_operation};
 use crate::http::{ApiError, AppState};
+use crate::metrics::count;
 use crate::objects::Objects;
 use crate::office::Office;
 
 use claim::Claim;
+pub use metrics::JobsMetrics;
 use run::{Runner, Stop};
 use verdict::Verdict;
 pub use webhook::WebhookConfig;
@@ -93,6 +96,7 @@ pub(crate) struct Inner {
     held: AtomicUsize,
     /// Woken when a job ends or stops computing.
     changed: Notify,
+    metrics: Arc<JobsMetrics>,
 }
 
 /// The running consumer.
@@ -111,6 +115,7 @@ impl Jobs {
     /// Starts consuming (when `config.pull`).
     pub async fn start(
         config: JobsConfig,
+        metrics: Arc<JobsMetrics>,
         broker: Broker,
         objects: Arc<Objects>,
         app: &AppState,
@@ -130,6 +135,7 @@ impl Jobs {
             computing: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             changed: Notify::new(),
+            metrics,
         });
         if inner.config.pull {
             let consumer = inner.broker.consumer().await?;
@@ -205,6 +211,7 @@ async fn consume(inner: Arc<Inner>, consumer: PullConsumer) {
         match next {
             Some(Ok(message)) => {
                 inner.computing.fetch_add(1, Ordering::AcqRel);
+                inner.metrics.running.inc();
                 inner.held.fetch_add(1, Ordering::AcqRel);
                 tokio::spawn(handle(inner.clone(), message));
             }
@@ -225,6 +232,7 @@ impl Held {
     fn computed(&mut self) {
         if std::mem::take(&mut self.computing) {
             self.inner.computing.fetch_sub(1, Ordering::AcqRel);
+            self.inner.metrics.running.dec();
             self.inner.changed.notify_waiters();
         }
     }
@@ -347,6 +355,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Err((id, error)) => {
             tracing::warn!(job = %id, sequence, error = %error.message, "refused a job message");
             finish(inner, &id, None, sequence, delivered, Err(failure(&error, None))).await;
+            inner.metrics.ended("failed");
             return Settle::Ack;
         }
     };
@@ -378,6 +387,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Ok(job) => job,
         Err(e) => {
             tracing::warn!(job = %id, error = %e, "cannot claim the job; handing it back");
+            inner.metrics.ended("handed_back");
             return Settle::Nak(verdict::later_delay(delivered));
         }
     };
@@ -385,6 +395,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Claim::Run { .. } => {}
         Claim::Drop(why) => {
             tracing::info!(job = %id, sequence, why, "dropped a job message");
+            inner.metrics.ended("dropped");
             return Settle::Ack;
         }
         Claim::Resend => {
@@ -392,6 +403,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             if let Some(job) = job {
                 notify(inner, &checked, job).await;
             }
+            inner.metrics.ended("dropped");
             return Settle::Ack;
         }
         Claim::DeadLetter { strikes } => {
@@ -433,6 +445,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         );
         held.computed();
         finish(inner, &id, Some(&checked), sequence, delivered, Err(failure(&error, None))).await;
+        inner.metrics.ended("failed");
         return Settle::Ack;
     }
     let started = Instant::now();
@@ -455,15 +468,21 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Err(stop) => Err(stop),
     };
     held.computed();
+    inner.metrics.run.observe(started.elapsed().as_secs_f64());
     tracing::info!(job = %id, sequence, delivered, ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "job ran");
     match outcome {
         Ok(manifest) => {
             finish(inner, &id, Some(&checked), sequence, delivered, Ok(manifest)).await;
+            inner.metrics.ended("done");
             Settle::Ack
         }
-        Err(Stop::Cancelled) => Settle::Ack,
+        Err(Stop::Cancelled) => {
+            inner.metrics.ended("cancelled");
+            Settle::Ack
+        }
         Err(Stop::Aborted) => {
             hand_back(inner, &id, None, false).await;
+            inner.metrics.ended("handed_back");
             Settle::Nak(Duration::ZERO)
         }
         Err(Stop::Failed { error, operation }) => {
@@ -471,10 +490,12 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             match verdict::judge(error.code) {
                 Verdict::Fail => {
                     finish(inner, &id, Some(&checked), sequence, delivered, Err(failed)).await;
+                    inner.metrics.ended("failed");
                     Settle::Ack
                 }
                 Verdict::Later => {
                     hand_back(inner, &id, Some(failed), false).await;
+                    inner.metrics.ended("handed_back");
                     Settle::Nak(verdict::later_delay(delivered))
                 }
                 Verdict::Strike => {
@@ -501,6 +522,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
                         )
                         .await
                     } else {
+                        inner.metrics.ended("handed_back");
                         Settle::Nak(Duration::ZERO)
                     }
                 }
@@ -570,8 +592,10 @@ async fn dead_letter(inner: &Inner, letter: &Letter<'_>, strikes: u32, reason: F
         inner.broker.dead_letter(id, &format!("{}: {}", reason.code, reason.message), body).await
     {
         tracing::warn!(job = %id, error = %e, "cannot move the job to the dead-letter stream; handing it back");
+        inner.metrics.ended("handed_back");
         return Settle::Nak(verdict::later_delay(delivered));
     }
+    inner.metrics.ended("dead_lettered");
     tracing::warn!(job = %id, sequence, strikes, reason = %reason.message, "job moved to the dead-letter stream");
     let ended = record_end(inner, id, sequence, delivered, Err(reason), true).await;
     if let Some(job) = ended {
@@ -671,6 +695,8 @@ async fn notify(inner: &Inner, checked: &Checked, job: JobStatus) {
         || *abort.borrow(),
     )
     .await;
+    let result = if delivered.delivered { "delivered" } else { "failed" };
+    count(&inner.metrics.webhooks, "result", result);
     let written = inner
         .broker
         .states

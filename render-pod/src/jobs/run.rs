@@ -20,7 +20,7 @@ use crate::engine::Task;
 use crate::http::ApiError;
 use crate::http::params::{JobOperation, JobPages};
 use crate::objects::{Fetched, ObjectError};
-use crate::office::{ConvertError, ConvertOptions, Detected, detect};
+use crate::office::{ConvertError, ConvertOptions, Converted, Detected, OfficeFormat, detect};
 use crate::ops::{DocHash, ImageFormat, Op, OpOutput, PageSelection, RenderSize};
 use crate::quarantine::WorkClass;
 
@@ -89,6 +89,16 @@ impl<'a> Runner<'a> {
 
     fn aborted(&self) -> bool {
         *self.inner.abort.borrow()
+    }
+
+    /// `work`, unless the pod stops waiting for it first: then the work is dropped (a task in
+    /// the engine is cancelled like a request whose client went away) and the job handed back.
+    async fn or_abort<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T, Stop> {
+        let mut abort = self.inner.abort.subscribe();
+        tokio::select! {
+            done = work => Ok(done),
+            _ = abort.wait_for(|a| *a) => Err(Stop::Aborted),
+        }
     }
 
     /// Runs every operation; the manifest of what was written.
@@ -163,24 +173,36 @@ impl<'a> Runner<'a> {
         let Detected::Office(format) = doc.detected.clone() else {
             return Err(ApiError::internal("no PDF for a document that is not Office").into());
         };
-        let deadline = Instant::now() + self.inner.limits.job_deadline;
-        let converted = self
-            .inner
-            .office
-            .to_pdf(&doc.original, doc.original_hash, format, ConvertOptions::default(), deadline)
-            .await
-            .map_err(|e| Stop::at(operation)(e.into()))?;
+        let converted = self.convert(doc, format, ConvertOptions::default(), operation).await?;
         // A converted PDF has no password.
         doc.password = None;
         doc.pdf = Some((converted.pdf.clone(), converted.hash));
         Ok((converted.pdf, converted.hash))
     }
 
+    /// The Office original as PDF, through the pod's Office share and cache, within one job
+    /// deadline.
+    async fn convert(
+        &self,
+        doc: &Document,
+        format: OfficeFormat,
+        options: ConvertOptions,
+        operation: usize,
+    ) -> Result<Converted, Stop> {
+        let deadline = Instant::now() + self.inner.limits.job_deadline;
+        let office = &self.inner.office;
+        self.or_abort(office.to_pdf(&doc.original, doc.original_hash, format, options, deadline))
+            .await?
+            .map_err(|e| Stop::at(operation)(e.into()))
+    }
+
     /// Runs `op` on the PDF in a background turn.
     async fn engine(&self, doc: &mut Document, operation: usize, op: Op) -> Result<OpOutput, Stop> {
         let (pdf, hash) = self.pdf(doc, operation).await?;
         let task = Task { doc: pdf, hash, password: doc.password.clone(), op };
-        self.inner.engine.run_background(task).await.map_err(|e| Stop::at(operation)(e.into()))
+        self.or_abort(self.inner.engine.run_background(task))
+            .await?
+            .map_err(|e| Stop::at(operation)(e.into()))
     }
 
     /// The document's page count (asked of the engine once).
@@ -339,13 +361,7 @@ impl<'a> Runner<'a> {
                     );
                     return Err(Stop::at(index)(error.into()));
                 };
-                let deadline = Instant::now() + self.inner.limits.job_deadline;
-                let converted = self
-                    .inner
-                    .office
-                    .to_pdf(&doc.original, doc.original_hash, format, options, deadline)
-                    .await
-                    .map_err(|e| Stop::at(index)(e.into()))?;
+                let converted = self.convert(doc, format, options, index).await?;
                 let url = outputs::single(folder, index, name, "pdf");
                 vec![self.put(&url, converted.pdf, "application/pdf", index).await?]
             }
@@ -383,7 +399,7 @@ impl<'a> Runner<'a> {
                 op: Op::Render { page, size, format },
             };
             async move {
-                let image = match this.inner.engine.run_background(task).await {
+                let image = match this.or_abort(this.inner.engine.run_background(task)).await? {
                     Ok(OpOutput::Image(image)) => image,
                     Ok(_) => {
                         return Err(Stop::at(index)(ApiError::internal(
