@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
+use render_pod::engine::FOREGROUND_WINDOW;
 use renderpool_api::jobs::JobId;
 use renderpool_testkit::corpus;
 use renderpool_tests::jobs::{World, message, percentile, sync_renders};
@@ -35,10 +36,11 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// Pages per second through `/v1/render`: `clients` clients render every page of `doc` at
+/// Pages per second through `/v1/render`: `clients` clients render `pages` of `doc` at
 /// 150 dpi, the document uploaded with each request.
-async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: u32, clients: usize) -> f64 {
-    let queue = Arc::new(Mutex::new((1..=pages).collect::<Vec<_>>()));
+async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: &[u32], clients: usize) -> f64 {
+    let count = pages.len() as f64;
+    let queue = Arc::new(Mutex::new(pages.to_vec()));
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
         .map(|_| {
@@ -62,7 +64,50 @@ async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: u32, clients: us
     for worker in workers {
         worker.await.unwrap();
     }
-    f64::from(pages) / started.elapsed().as_secs_f64()
+    count / started.elapsed().as_secs_f64()
+}
+
+/// CPU seconds (user and system) process `pid` has used, with its children when `children`
+/// (the render pod's workers).
+fn cpu_seconds(pid: u32, children: bool) -> f64 {
+    let of = |pid: &str| -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // After the command: state is field 0, utime 11 and stime 12 (fields 14 and 15 of stat).
+        (ticks(11) + ticks(12)) / 100.0
+    };
+    let mut total = of(&pid.to_string());
+    if children {
+        // Every process whose parent is `pid`, whichever of its threads started it.
+        let parent = |child: &str| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            rest.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok())
+        };
+        let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+        total += entries
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| name.bytes().all(|b| b.is_ascii_digit()) && parent(name) == Some(pid))
+            .map(|kid| of(&kid))
+            .sum::<f64>();
+    }
+    total
+}
+
+/// CPU seconds of the pod (supervisor and workers), NATS and the S3 server.
+fn cpu(pod: &RenderPod, world: &World) -> [f64; 3] {
+    [
+        cpu_seconds(pod.pid(), true),
+        cpu_seconds(world.nats.pid(), false),
+        cpu_seconds(world.s3.pid(), false),
+    ]
+}
+
+/// The sum and count of a histogram in `pod`'s metrics.
+async fn histogram(pod: &RenderPod, name: &str) -> (f64, f64) {
+    (pod.metric(&format!("{name}_sum"), &[]).await, pod.metric(&format!("{name}_count"), &[]).await)
 }
 
 /// Publishes `messages` at once and waits for every one's end event; the time from the first
@@ -92,9 +137,10 @@ async fn run() {
     let doc = Arc::new(corpus::read(DOC));
     world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
     world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
-    let pages = 36u32;
+    // Every page of the document, four times over: 144 renders a round.
+    let pages: Vec<u32> = (0..4).flat_map(|_| 1..=36u32).collect();
     // Warm both workers and the object cache.
-    sync_pages(&pod, &doc, 4, 2).await;
+    sync_pages(&pod, &doc, &pages[..4], 2).await;
     println!(
         "machine: {} CPUs, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -106,23 +152,49 @@ async fn run() {
             .join(" ")
     );
 
-    println!("\n## pages per second, {SLOTS} slots, {pages} pages of {DOC} at 150 dpi PNG");
+    println!(
+        "\n## pages per second, {SLOTS} slots, {} renders of {DOC}'s 36 pages at 150 dpi PNG",
+        pages.len()
+    );
     let (mut sync_rates, mut job_rates) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        let sync = sync_pages(&pod, &doc, pages, 4).await;
-        let messages: Vec<_> = (1..=pages)
-            .map(|page| {
+        let before = cpu(&pod, &world);
+        let sync = sync_pages(&pod, &doc, &pages, 4).await;
+        let after_sync = cpu(&pod, &world);
+        let sync_cpu = [0, 1, 2].map(|i| after_sync[i] - before[i]);
+        // Past the window in which the pod keeps a slot free for previews: the jobs run on a
+        // pod with no interactive traffic, as the renders did.
+        tokio::time::sleep(FOREGROUND_WINDOW + Duration::from_millis(200)).await;
+        let messages: Vec<_> = pages
+            .iter()
+            .enumerate()
+            .map(|(n, page)| {
                 message(
-                    &format!("rate-{round}-{page}"),
+                    &format!("rate-{round}-{n}"),
                     "s3://uploads/bench/doc.pdf",
                     serde_json::json!([{"op": "render", "page": page, "dpi": 150}]),
                     "s3://results/rate",
                 )
             })
             .collect();
-        let jobs = f64::from(pages) / run_jobs(&world, &messages).await.as_secs_f64();
+        let (sum_before, count_before) = histogram(&pod, "renderpod_jobs_run_seconds").await;
+        let jobs = pages.len() as f64 / run_jobs(&world, &messages).await.as_secs_f64();
+        let (sum, count) = histogram(&pod, "renderpod_jobs_run_seconds").await;
+        let after_jobs = cpu(&pod, &world);
+        let jobs_cpu = [0, 1, 2].map(|i| after_jobs[i] - after_sync[i]);
+        let n = pages.len() as f64;
         println!(
-            "round {round}: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, ratio {:.2}",
+            "  CPU ms a page: /v1/render pod {:.1}, NATS {:.1}, S3 {:.1}; jobs pod {:.1}, NATS {:.1}, S3 {:.1}",
+            sync_cpu[0] * 1000.0 / n,
+            sync_cpu[1] * 1000.0 / n,
+            sync_cpu[2] * 1000.0 / n,
+            jobs_cpu[0] * 1000.0 / n,
+            jobs_cpu[1] * 1000.0 / n,
+            jobs_cpu[2] * 1000.0 / n
+        );
+        let run_ms = (sum - sum_before) / (count - count_before) * 1000.0;
+        println!(
+            "round {round}: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, ratio {:.2} (a job's run on the pod {run_ms:.1} ms on average)",
             jobs / sync
         );
         sync_rates.push(sync);

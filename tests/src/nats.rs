@@ -57,6 +57,11 @@ impl NatsServer {
         format!("http://127.0.0.1:{}", self.monitor)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// What it logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.state.join("nats.log")).unwrap_or_default()

@@ -88,6 +88,11 @@ impl S3Server {
         &self.state
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// What it logged so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.state.join("versitygw.log")).unwrap_or_default()

@@ -31,8 +31,9 @@ const TRIVIAL: &str = "pdf/trivial.pdf";
 /// A page that takes seconds at 1200 dpi (a 540 MB bitmap): a job that is surely mid-way when
 /// it is interrupted.
 const SLOW: &str = "pdf/gnuplot.pdf";
-/// The flags that allow the slow render.
-const ALLOW_SLOW: [&str; 4] = ["--max-pixels", "400000000", "--memory-per-slot", "1Gi"];
+/// The flags that allow the slow render, with a job deadline a loaded machine cannot miss.
+const ALLOW_SLOW: [&str; 6] =
+    ["--max-pixels", "400000000", "--memory-per-slot", "1Gi", "--job-deadline-ms", "120000"];
 
 fn doc(name: &str) -> Vec<u8> {
     corpus::read(name)

@@ -176,10 +176,10 @@ impl Broker {
     /// Announces a job's end on `<prefix>.events.<id>` (core NATS: subscribers that are there
     /// get it; a stream on that subject keeps it for those that are not).
     pub async fn announce(&self, id: &JobId, event: Bytes) -> Result<(), BrokerError> {
+        // Sent with the connection's next flush, not waited for: an event is at most once.
         self.client
             .publish(self.config.subjects.event(id), event)
             .await
-            .map_err(|e| BrokerError::request("announcing the job's end", e))?;
-        self.client.flush().await.map_err(|e| BrokerError::request("announcing the job's end", e))
+            .map_err(|e| BrokerError::request("announcing the job's end", e))
     }
 }

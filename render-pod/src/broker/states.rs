@@ -2,7 +2,7 @@
 //! compare-and-set on the entry's revision, so a pod's progress never overwrites a cancellation
 //! that came in between, and two messages of one job cannot both claim it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
 use async_nats::jetstream::{self};
@@ -114,14 +114,31 @@ impl JobStates {
     pub async fn update(
         &self,
         id: &JobId,
-        mut change: impl FnMut(&mut Option<JobStatus>) -> Change,
+        change: impl FnMut(&mut Option<JobStatus>) -> Change,
     ) -> Result<Option<JobStatus>, StateError> {
+        Ok(self.change(id, Known::Unknown, change).await?.map(|(status, _)| status))
+    }
+
+    /// [`JobStates::update`] starting from what the caller `known`s (no read when it is right:
+    /// one request instead of two); the state and revision written or kept.
+    pub async fn change(
+        &self,
+        id: &JobId,
+        known: Known,
+        mut change: impl FnMut(&mut Option<JobStatus>) -> Change,
+    ) -> Result<Option<(JobStatus, u64)>, StateError> {
+        let mut known = known;
         for _ in 0..CAS_ATTEMPTS {
-            let found = self.get(id).await?;
-            let revision = found.as_ref().map(|(_, revision)| *revision);
-            let mut status = found.map(|(status, _)| status);
+            let (mut status, revision) = match std::mem::replace(&mut known, Known::Unknown) {
+                Known::Unknown => match self.get(id).await? {
+                    Some((status, revision)) => (Some(status), Some(revision)),
+                    None => (None, None),
+                },
+                Known::Absent => (None, None),
+                Known::At(status, revision) => (Some(*status), Some(revision)),
+            };
             if change(&mut status) == Change::Keep {
-                return Ok(status);
+                return Ok(status.zip(revision));
             }
             let Some(new) = &mut status else { return Ok(None) };
             new.updated_ms = now_ms();
@@ -138,8 +155,9 @@ impl JobStates {
                     .map_err(|e| (e.kind() == CreateErrorKind::AlreadyExists, e.to_string())),
             };
             match written {
-                Ok(_) => return Ok(status),
-                Err((true, _)) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Ok(revision) => return Ok(status.map(|status| (status, revision))),
+                // Another writer came first: read what it wrote and decide again.
+                Err((true, _)) => {}
                 Err((false, detail)) => {
                     return Err(StateError::Store { id: id.to_string(), detail });
                 }
@@ -147,6 +165,17 @@ impl JobStates {
         }
         Err(StateError::Contended { id: id.to_string() })
     }
+}
+
+/// What a writer knows of a job's state before changing it.
+#[derive(Debug, Clone)]
+pub enum Known {
+    /// Nothing: read it first.
+    Unknown,
+    /// That there is none (a job published straight to the stream).
+    Absent,
+    /// The state at a revision (as this pod last wrote or read it).
+    At(Box<JobStatus>, u64),
 }
 
 fn encode(status: &JobStatus) -> Bytes {

@@ -24,11 +24,12 @@ use async_nats::jetstream::{AckKind, Message};
 use bytes::Bytes;
 use futures::StreamExt;
 use renderpool_api::jobs::{
-    Checked, Failure, JobEvent, JobId, JobMessage, JobStatus, ObjectUrl, State,
+    Checked, Failure, JobEvent, JobId, JobMessage, JobStatus, ObjectUrl, Progress, State,
 };
 use tokio::sync::{Notify, watch};
 
-use crate::broker::states::{Change, now_ms};
+use crate::broker::StateError;
+use crate::broker::states::{Change, Known, now_ms};
 use crate::broker::{Broker, BrokerError};
 use crate::byte_budget::ByteBudget;
 use crate::engine::Engine;
@@ -174,10 +175,11 @@ impl Jobs {
 }
 
 /// The pull loop: one job at a time, only while a background turn is free and fewer jobs than
-/// twice the slots are computing (a job between its turns reads and writes objects).
+/// four times the slots are computing (a job between its turns reads and writes objects and
+/// talks to the broker: others' turns fill those waits).
 async fn consume(inner: Arc<Inner>, consumer: PullConsumer) {
     let mut stop = inner.stop.subscribe();
-    let most = inner.engine.slots().saturating_mul(2);
+    let most = inner.engine.slots().saturating_mul(4);
     tracing::info!(consumer = %inner.broker.config.consumer, "pulling jobs");
     loop {
         let stopping = {
@@ -220,6 +222,34 @@ async fn consume(inner: Arc<Inner>, consumer: PullConsumer) {
         }
     }
     tracing::info!("stopped pulling jobs");
+}
+
+/// A job's state as this pod last wrote or read it: the next change is one compare-and-set
+/// when no one else changed it in between, a read and a second try when someone did.
+pub(crate) struct Tracked {
+    id: JobId,
+    latest: tokio::sync::Mutex<Known>,
+}
+
+impl Tracked {
+    fn new(id: JobId, known: Known) -> Self {
+        Self { id, latest: tokio::sync::Mutex::new(known) }
+    }
+
+    /// Changes the state (see `JobStates::change`).
+    pub(crate) async fn change(
+        &self,
+        inner: &Inner,
+        change: impl FnMut(&mut Option<JobStatus>) -> Change,
+    ) -> Result<Option<JobStatus>, StateError> {
+        let mut latest = self.latest.lock().await;
+        let known = std::mem::replace(&mut *latest, Known::Unknown);
+        let changed = inner.broker.states.change(&self.id, known, change).await?;
+        if let Some((status, revision)) = &changed {
+            *latest = Known::At(Box::new(status.clone()), *revision);
+        }
+        Ok(changed.map(|(status, _)| status))
+    }
 }
 
 /// Counts a message held until dropped, and the computing until told it is over.
@@ -275,7 +305,8 @@ async fn handle(inner: Arc<Inner>, message: Message) {
     let settle = process(&inner, &message, &mut held).await;
     ticker.abort();
     let sent = match settle {
-        Settle::Ack => message.double_ack().await,
+        // A lost ack costs one more delivery, which finds the job ended and drops it.
+        Settle::Ack => message.ack().await,
         Settle::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
     };
     if let Err(e) = sent {
@@ -354,19 +385,20 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Ok(read) => read,
         Err((id, error)) => {
             tracing::warn!(job = %id, sequence, error = %error.message, "refused a job message");
-            finish(inner, &id, None, sequence, delivered, Err(failure(&error, None))).await;
+            let state = Tracked::new(id, Known::Unknown);
+            finish(inner, &state, None, sequence, delivered, Err(failure(&error, None))).await;
             inner.metrics.ended("failed");
             return Settle::Ack;
         }
     };
     let id = checked.message.job_id(sequence);
     let has_webhook = checked.message.webhook.is_some();
-    // Claim the job: decide and record in one compare-and-set.
+    // Claim the job: decide and record in one compare-and-set (one request for a job published
+    // straight to the stream, which has no state yet).
+    let state = Tracked::new(id.clone(), Known::Absent);
     let mut claim = Claim::Drop("unknown");
-    let claimed = inner
-        .broker
-        .states
-        .update(&id, |job| {
+    let claimed = state
+        .change(inner, |job| {
             claim = claim::decide(job.as_ref(), sequence, inner.config.max_strikes, has_webhook);
             match claim {
                 Claim::Run { strikes } => {
@@ -401,7 +433,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
         Claim::Resend => {
             held.computed();
             if let Some(job) = job {
-                notify(inner, &checked, job).await;
+                notify(inner, &state, &checked, job).await;
             }
             inner.metrics.ended("dropped");
             return Settle::Ack;
@@ -424,7 +456,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
                 inner,
                 &Letter {
                     checked: &checked,
-                    id: &id,
+                    state: &state,
                     sequence,
                     delivered,
                     payload: &message.payload,
@@ -444,19 +476,22 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             format!("the job's deadline of {deadline} ms from publication passed before it ran"),
         );
         held.computed();
-        finish(inner, &id, Some(&checked), sequence, delivered, Err(failure(&error, None))).await;
+        finish(inner, &state, Some(&checked), sequence, delivered, Err(failure(&error, None)))
+            .await;
         inner.metrics.ended("failed");
         return Settle::Ack;
     }
     let started = Instant::now();
-    let outcome = Runner::new(inner, &id, &checked, plan).run().await;
+    let outcome = Runner::new(inner, &state, &checked, plan).run().await;
     let outcome = match outcome {
         Ok(manifest) => {
             let url = outputs::manifest(&outputs::job_folder(&checked.output, &id));
+            let written = manifest.operations.iter().map(|op| op.outputs.len()).sum::<usize>();
+            let written = u32::try_from(written).unwrap_or(u32::MAX);
             match serde_json::to_vec(&manifest) {
                 Ok(body) => {
                     match inner.objects.put(&url, Bytes::from(body), "application/json").await {
-                        Ok(()) => Ok(url),
+                        Ok(()) => Ok((url, written)),
                         Err(e) => Err(Stop::Failed { error: e.into(), operation: None }),
                     }
                 }
@@ -472,7 +507,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
     tracing::info!(job = %id, sequence, delivered, ms = started.elapsed().as_millis() as u64, ok = outcome.is_ok(), "job ran");
     match outcome {
         Ok(manifest) => {
-            finish(inner, &id, Some(&checked), sequence, delivered, Ok(manifest)).await;
+            finish(inner, &state, Some(&checked), sequence, delivered, Ok(manifest)).await;
             inner.metrics.ended("done");
             Settle::Ack
         }
@@ -481,7 +516,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             Settle::Ack
         }
         Err(Stop::Aborted) => {
-            hand_back(inner, &id, None, false).await;
+            hand_back(inner, &state, None, false).await;
             inner.metrics.ended("handed_back");
             Settle::Nak(Duration::ZERO)
         }
@@ -489,17 +524,17 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             let failed = failure(&error, operation);
             match verdict::judge(error.code) {
                 Verdict::Fail => {
-                    finish(inner, &id, Some(&checked), sequence, delivered, Err(failed)).await;
+                    finish(inner, &state, Some(&checked), sequence, delivered, Err(failed)).await;
                     inner.metrics.ended("failed");
                     Settle::Ack
                 }
                 Verdict::Later => {
-                    hand_back(inner, &id, Some(failed), false).await;
+                    hand_back(inner, &state, Some(failed), false).await;
                     inner.metrics.ended("handed_back");
                     Settle::Nak(verdict::later_delay(delivered))
                 }
                 Verdict::Strike => {
-                    let strikes = hand_back(inner, &id, Some(failed.clone()), true).await;
+                    let strikes = hand_back(inner, &state, Some(failed.clone()), true).await;
                     if strikes >= inner.config.max_strikes {
                         let reason = Failure {
                             message: format!(
@@ -512,7 +547,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
                             inner,
                             &Letter {
                                 checked: &checked,
-                                id: &id,
+                                state: &state,
                                 sequence,
                                 delivered,
                                 payload: &message.payload,
@@ -533,12 +568,10 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
 
 /// Records the job as queued again (with the failure that sent it back, and a strike when it
 /// is one); returns its strikes.
-async fn hand_back(inner: &Inner, id: &JobId, error: Option<Failure>, strike: bool) -> u32 {
+async fn hand_back(inner: &Inner, state: &Tracked, error: Option<Failure>, strike: bool) -> u32 {
     let mut strikes = 0;
-    let written = inner
-        .broker
-        .states
-        .update(id, |job| match job {
+    let written = state
+        .change(inner, |job| match job {
             Some(job) if job.state == State::Running => {
                 job.state = State::Queued;
                 if error.is_some() {
@@ -558,7 +591,7 @@ async fn hand_back(inner: &Inner, id: &JobId, error: Option<Failure>, strike: bo
         })
         .await;
     if let Err(e) = written {
-        tracing::warn!(job = %id, error = %e, "cannot record the job as handed back");
+        tracing::warn!(job = %state.id, error = %e, "cannot record the job as handed back");
     }
     strikes
 }
@@ -566,7 +599,7 @@ async fn hand_back(inner: &Inner, id: &JobId, error: Option<Failure>, strike: bo
 /// The message a dead letter is made of.
 struct Letter<'a> {
     checked: &'a Checked,
-    id: &'a JobId,
+    state: &'a Tracked,
     sequence: u64,
     delivered: u64,
     payload: &'a [u8],
@@ -575,7 +608,8 @@ struct Letter<'a> {
 /// Moves the job to the dead-letter stream with its reason, records it failed, tells whom it
 /// must.
 async fn dead_letter(inner: &Inner, letter: &Letter<'_>, strikes: u32, reason: Failure) -> Settle {
-    let Letter { checked, id, sequence, delivered, payload } = *letter;
+    let Letter { checked, state, sequence, delivered, payload } = *letter;
+    let id = &state.id;
     let original = serde_json::from_slice::<serde_json::Value>(payload).unwrap_or_else(|_| {
         serde_json::Value::String(String::from_utf8_lossy(payload).into_owned())
     });
@@ -597,9 +631,9 @@ async fn dead_letter(inner: &Inner, letter: &Letter<'_>, strikes: u32, reason: F
     }
     inner.metrics.ended("dead_lettered");
     tracing::warn!(job = %id, sequence, strikes, reason = %reason.message, "job moved to the dead-letter stream");
-    let ended = record_end(inner, id, sequence, delivered, Err(reason), true).await;
+    let ended = record_end(inner, state, sequence, delivered, Err(reason), true).await;
     if let Some(job) = ended {
-        notify(inner, checked, job).await;
+        notify(inner, state, checked, job).await;
     }
     Settle::Ack
 }
@@ -608,42 +642,40 @@ async fn dead_letter(inner: &Inner, letter: &Letter<'_>, strikes: u32, reason: F
 /// webhook.
 async fn finish(
     inner: &Inner,
-    id: &JobId,
+    state: &Tracked,
     checked: Option<&Checked>,
     sequence: u64,
     delivered: u64,
-    end: Result<ObjectUrl, Failure>,
+    end: Result<(ObjectUrl, u32), Failure>,
 ) {
-    let ended = record_end(inner, id, sequence, delivered, end, false).await;
+    let ended = record_end(inner, state, sequence, delivered, end, false).await;
     if let (Some(job), Some(checked)) = (ended, checked) {
-        notify(inner, checked, job).await;
+        notify(inner, state, checked, job).await;
     }
 }
 
 async fn record_end(
     inner: &Inner,
-    id: &JobId,
+    state: &Tracked,
     sequence: u64,
     delivered: u64,
-    end: Result<ObjectUrl, Failure>,
+    end: Result<(ObjectUrl, u32), Failure>,
     dead: bool,
 ) -> Option<JobStatus> {
-    let written = inner
-        .broker
-        .states
-        .update(id, |job| {
+    let written = state
+        .change(inner, |job| {
             if job.as_ref().is_some_and(|j| j.state == State::Cancelled) {
                 return Change::Keep;
             }
-            let job = job.get_or_insert_with(|| JobStatus::queued(id.clone(), now_ms()));
+            let job = job.get_or_insert_with(|| JobStatus::queued(state.id.clone(), now_ms()));
             job.stream_sequence = Some(sequence);
             job.deliveries = delivered;
             job.dead_lettered = dead;
             match &end {
-                Ok(manifest) => {
+                Ok((manifest, outputs)) => {
                     job.state = State::Done;
                     job.manifest_url = Some(manifest.to_string());
-                    job.progress.done = job.progress.total;
+                    job.progress = Progress { done: *outputs, total: *outputs };
                     job.error = None;
                 }
                 Err(failure) => {
@@ -657,14 +689,14 @@ async fn record_end(
     match written {
         Ok(job) => job.filter(|j| j.state.is_final() && j.state != State::Cancelled),
         Err(e) => {
-            tracing::warn!(job = %id, error = %e, "cannot record the job's end");
+            tracing::warn!(job = %state.id, error = %e, "cannot record the job's end");
             None
         }
     }
 }
 
 /// Announces the job's end and sends its webhook (recording how that went).
-async fn notify(inner: &Inner, checked: &Checked, job: JobStatus) {
+async fn notify(inner: &Inner, state: &Tracked, checked: &Checked, job: JobStatus) {
     let kind = match job.state {
         State::Done => "job.done",
         _ => "job.failed",
@@ -697,10 +729,8 @@ async fn notify(inner: &Inner, checked: &Checked, job: JobStatus) {
     .await;
     let result = if delivered.delivered { "delivered" } else { "failed" };
     count(&inner.metrics.webhooks, "result", result);
-    let written = inner
-        .broker
-        .states
-        .update(&job.id, |found| match found {
+    let written = state
+        .change(inner, |found| match found {
             Some(found) => {
                 found.webhook = Some(delivered.clone());
                 Change::Write

@@ -13,8 +13,8 @@ use renderpool_api::jobs::{
     Checked, InputRead, JobId, Manifest, ObjectUrl, OperationOutputs, OutputObject, State, VERSION,
 };
 
-use super::Inner;
 use super::outputs;
+use super::{Inner, Tracked};
 use crate::broker::states::Change;
 use crate::engine::Task;
 use crate::http::ApiError;
@@ -68,6 +68,7 @@ struct Document {
 /// One job being run.
 pub struct Runner<'a> {
     pub(super) inner: &'a Inner,
+    pub(super) state: &'a Tracked,
     pub(super) id: &'a JobId,
     pub(super) checked: &'a Checked,
     pub(super) plan: Vec<JobOperation>,
@@ -79,12 +80,14 @@ pub struct Runner<'a> {
 impl<'a> Runner<'a> {
     pub(super) fn new(
         inner: &'a Inner,
-        id: &'a JobId,
+        state: &'a Tracked,
         checked: &'a Checked,
         plan: Vec<JobOperation>,
     ) -> Self {
         let (done, total) = (AtomicU32::new(0), AtomicU32::new(0));
-        Self { inner, id, checked, plan, done, total, last_progress: Mutex::new(Instant::now()) }
+        let id = &state.id;
+        let last_progress = Mutex::new(Instant::now());
+        Self { inner, state, id, checked, plan, done, total, last_progress }
     }
 
     fn aborted(&self) -> bool {
@@ -107,8 +110,8 @@ impl<'a> Runner<'a> {
         let etag = fetched.etag.clone();
         let bytes = fetched.bytes.len() as u64;
         let mut doc = self.document(fetched).await?;
+        // Recorded with the next progress (a short job's end records it instead).
         self.total.store(self.count(&mut doc).await?, Ordering::Relaxed);
-        self.progress(true).await?;
         let folder = outputs::job_folder(&self.checked.output, self.id);
         let mut operations = Vec::with_capacity(self.plan.len());
         for (index, operation) in self.plan.clone().into_iter().enumerate() {
@@ -116,7 +119,6 @@ impl<'a> Runner<'a> {
             let written = self.operation(&mut doc, &folder, index, name, operation).await?;
             operations.push(OperationOutputs { op: name.to_string(), outputs: written });
         }
-        self.progress(true).await?;
         Ok(Manifest {
             version: VERSION,
             job: self.id.clone(),
@@ -259,15 +261,15 @@ impl<'a> Runner<'a> {
         Ok(total)
     }
 
-    /// Records progress (at most every [`PROGRESS_EVERY`] unless `now`); a job cancelled in the
-    /// meantime stops here, and so does one whose pod is stopping.
-    async fn progress(&self, now: bool) -> Result<(), Stop> {
+    /// Records progress (at most every [`PROGRESS_EVERY`]); a job cancelled in the meantime
+    /// stops here, and so does one whose pod is stopping.
+    async fn progress(&self) -> Result<(), Stop> {
         if self.aborted() {
             return Err(Stop::Aborted);
         }
         {
             let mut last = self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
-            if !now && last.elapsed() < PROGRESS_EVERY {
+            if last.elapsed() < PROGRESS_EVERY {
                 return Ok(());
             }
             *last = Instant::now();
@@ -275,10 +277,8 @@ impl<'a> Runner<'a> {
         let (done, total) = (self.done.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed));
         let mut cancelled = false;
         let written = self
-            .inner
-            .broker
-            .states
-            .update(self.id, |job| match job {
+            .state
+            .change(self.inner, |job| match job {
                 Some(job) if job.state == State::Cancelled => {
                     cancelled = true;
                     Change::Keep
@@ -372,7 +372,7 @@ impl<'a> Runner<'a> {
             }
         };
         self.done.fetch_add(1, Ordering::Relaxed);
-        self.progress(false).await?;
+        self.progress().await?;
         Ok(written)
     }
 
@@ -422,7 +422,7 @@ impl<'a> Runner<'a> {
         while let Some(listed) = renders.next().await {
             written.push(listed?);
             self.done.fetch_add(1, Ordering::Relaxed);
-            self.progress(false).await?;
+            self.progress().await?;
         }
         written.sort_by_key(|o| o.page);
         Ok(written)
