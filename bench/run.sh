@@ -11,6 +11,9 @@
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
 #   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
 #             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)
+#   jobs:     durable jobs against /v1/render on one release pod with real NATS and a real S3
+#             server: pages per second, publish to start, a 2,000-job backlog, previews during it
+#             (tests/benches/jobs.rs)
 # Sets up libpdfium, LibreOffice and Gotenberg (scripts/setup.sh --office). Figures are only
 # meaningful on an otherwise idle machine: the load average is printed alongside.
 set -euo pipefail
@@ -31,5 +34,12 @@ echo "### cargo bench -p renderpool-tests --bench office"
 # dev-profile render-pod binary.
 cargo build --quiet -p render-pod
 cargo bench -p renderpool-tests --bench office --profile dev
+echo
+echo "### cargo bench -p renderpool-tests --bench jobs"
+# The NATS server and the S3 server beside Gotenberg in the same bin folder; a release render pod.
+RENDERPOOL_CLUSTER_BIN=$(tests/cluster/build.sh nats-server versitygw | tail -n 1)
+export RENDERPOOL_CLUSTER_BIN
+cargo build --quiet --release -p render-pod
+cargo bench -p renderpool-tests --bench jobs --profile dev
 echo
 echo "load average afterwards $(cut -d' ' -f1-3 /proc/loadavg)"

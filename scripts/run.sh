@@ -7,7 +7,8 @@
 # With --jobs durable jobs work too: a NATS server (built from its Go module) runs on 127.0.0.1
 # beside the service (scripts/with-nats.sh), and a local folder is the object store, with the
 # buckets `uploads` and `results` (RENDERPOOL_JOBS_DIR, default ~/.local/state/renderpool/jobs:
-# s3://results/x is <folder>/objects/results/x).
+# s3://results/x is <folder>/objects/results/x); webhooks are signed with the secret in
+# <folder>/webhook-secret, made on the first run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -40,8 +41,11 @@ if $jobs; then
   export RENDERPOD_OBJECTS_DIR="$RENDERPOOL_JOBS_DIR/objects"
   export RENDERPOD_OBJECTS_READ_BUCKETS=uploads,results RENDERPOD_OBJECTS_WRITE_BUCKETS=uploads,results
   export RENDERPOD_JOBS_UPLOAD_URL=s3://uploads/incoming
-  # Webhooks of a local run go to local receivers.
+  # Webhooks of a local run go to local receivers, signed with a secret made once.
   export RENDERPOD_JOBS_WEBHOOK_ALLOW_PRIVATE=true
+  secret="$RENDERPOOL_JOBS_DIR/webhook-secret"
+  [ -s "$secret" ] || (umask 077 && echo "whsec_$(head -c 32 /dev/urandom | base64)" >"$secret")
+  export RENDERPOD_JOBS_WEBHOOK_SECRET_FILE="$secret"
   echo "run.sh: durable jobs on; the object store is $RENDERPOD_OBJECTS_DIR (s3://BUCKET/KEY is BUCKET/KEY there)" >&2
   wrappers+=(scripts/with-nats.sh)
 fi
