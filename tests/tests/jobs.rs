@@ -28,6 +28,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const SMALL: &str = "pdf/libtasn1.pdf";
 /// A one-page document of 515 bytes: the backlog's input.
 const TRIVIAL: &str = "pdf/trivial.pdf";
+/// A document of more than 100 pages: a job over all of them is long enough to be cancelled.
+const LONG: &str = "pdf/R-intro.pdf";
 /// A page that takes seconds at 1200 dpi (a 540 MB bitmap): a job that is surely mid-way when
 /// it is interrupted.
 const SLOW: &str = "pdf/gnuplot.pdf";
@@ -364,6 +366,62 @@ async fn a_draining_pod_stops_pulling_and_hands_back_what_it_cannot_finish() {
         .await;
     assert_eq!((after.state, after.deliveries), (State::Done, 1));
     drop(next);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_running_job_is_cancelled_at_its_next_output_and_leaves_no_manifest() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "long.pdf", doc(LONG)).await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    let pod = world.pod(&["--slots", "1"]).await;
+    let id = JobId::from_key("cancelled-running");
+    world
+        .publish(&message(
+            "cancelled-running",
+            "s3://uploads/long.pdf",
+            serde_json::json!([{"op": "render", "pages": "1-100", "dpi": 300}]),
+            "s3://results/cancel",
+        ))
+        .await;
+    // Under way: pages written and their progress recorded.
+    let running = world
+        .wait_state(&id, Duration::from_secs(60), |s| {
+            s.state == State::Running && s.progress.done > 0
+        })
+        .await;
+    assert_eq!(running.progress.total, 100, "{running:?}");
+    let cancelled = pod.client.delete(pod.url(&format!("/v1/jobs/{id}"))).send().await.unwrap();
+    assert_eq!(cancelled.status(), 200);
+    assert_eq!(cancelled.json::<JobStatus>().await.unwrap().state, State::Cancelled);
+    // The pod stops it at its next output and lets its message go.
+    wait::until("the cancelled job stopped", Duration::from_secs(60), || async {
+        let running = pod.metric("renderpod_jobs_running", &[]).await;
+        if running == 0.0 { Ok(()) } else { Err(running) }
+    })
+    .await;
+    assert_eq!(pod.metric("renderpod_jobs_ended_total", &["outcome=\"cancelled\""]).await, 1.0);
+    let state = world.state(&id).await.unwrap();
+    assert_eq!((state.state, state.deliveries), (State::Cancelled, 1), "{state:?}");
+    assert!(state.manifest_url.is_none(), "{state:?}");
+    // Some pages were written, not all, and no manifest: to a reader the job has no results.
+    let listed = outputs_of(&world, "cancel", &id).await;
+    assert!(!listed.is_empty() && listed.len() < 100, "{} outputs", listed.len());
+    assert!(!listed.contains_key(&format!("cancel/{id}/manifest.json")), "{listed:?}");
+    // The slot is free again: the next job runs, and the cancelled one is not delivered again.
+    let next = JobId::from_key("after-cancel");
+    world
+        .publish(&message(
+            "after-cancel",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/cancel",
+        ))
+        .await;
+    let after = world.wait_state(&next, Duration::from_secs(30), |s| s.state.is_final()).await;
+    assert_eq!(after.state, State::Done, "{after:?}");
+    assert_eq!(world.state(&id).await.unwrap().deliveries, 1);
+    assert_eq!(outputs_of(&world, "cancel", &id).await, listed, "nothing written after the stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
