@@ -175,6 +175,9 @@ impl Drop for Silent {
     }
 }
 
+/// The flag that lets a pod send webhooks to private addresses.
+const ALLOW_PRIVATE: &str = "--jobs-webhook-allow-private";
+
 /// NATS, S3 and a folder for the pods' secrets.
 pub struct World {
     /// The broker.
@@ -200,18 +203,20 @@ impl World {
         World { nats, s3, secrets, client, subjects: Subjects::under(defaults::SUBJECT_PREFIX) }
     }
 
-    /// The render pod's flags for this world, then `extra`.
+    /// The render pod's flags for this world, then `extra`. Webhooks may go to the tests'
+    /// receivers on 127.0.0.1 unless `extra` says otherwise.
     pub fn pod_flags(&self, extra: &[&str]) -> Vec<String> {
         let mut flags = vec![
             "--jobs-nats-url".to_string(),
             self.nats.url(),
             "--jobs-webhook-secret-file".into(),
             self.secrets.path().join("webhook-secret").display().to_string(),
-            "--jobs-webhook-allow-private".into(),
-            "true".into(),
             "--jobs-upload-url".into(),
             "s3://uploads/incoming".into(),
         ];
+        if !extra.contains(&ALLOW_PRIVATE) {
+            flags.extend([ALLOW_PRIVATE.to_string(), "true".into()]);
+        }
         flags.extend(self.s3.pod_flags(&["uploads", "results"], &["uploads", "results"]));
         flags.extend(extra.iter().map(|f| f.to_string()));
         flags

@@ -646,6 +646,34 @@ async fn bad_input_fails_clearly_and_nothing_else() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhooks_to_private_addresses_are_refused_unless_the_pool_allows_them() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    let hooks = Receiver::start(Answer::Ok).await;
+    let pod = world.pod(&["--slots", "1", "--jobs-webhook-allow-private", "false"]).await;
+    let mut job = message(
+        "private-hook",
+        "s3://uploads/small.pdf",
+        serde_json::json!([{"op": "info"}]),
+        "s3://results/private-hook",
+    );
+    job["webhook"] = serde_json::json!({"url": hooks.url()});
+    world.publish(&job).await;
+    let id = JobId::from_key("private-hook");
+    let state = world.wait_state(&id, Duration::from_secs(30), |s| s.webhook.is_some()).await;
+    let hook = state.webhook.clone().unwrap();
+    // The job is done; its webhook was refused once, not retried, and never sent.
+    assert_eq!((state.state, hook.delivered, hook.attempts), (State::Done, false, 1), "{state:?}");
+    let error = hook.error.unwrap_or_default();
+    assert!(error.contains("private") && error.contains("127.0.0.1"), "{error}");
+    assert!(hooks.deliveries().is_empty(), "{:?}", hooks.deliveries());
+    let listed = outputs_of(&world, "private-hook", &id).await;
+    check_manifest(&world, "private-hook", &id, &listed).await;
+    drop(pod);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_job_routes_and_stored_sources() {
     let _serial = SERIAL.lock().await;
     let world = World::start().await;
