@@ -185,6 +185,8 @@ pub struct World {
     /// The object store.
     pub s3: S3Server,
     secrets: tempfile::TempDir,
+    /// The file holding the broker's token, when it wants one.
+    pub nats_token_file: Option<std::path::PathBuf>,
     client: async_nats::Client,
     /// The pool's subjects.
     pub subjects: Subjects,
@@ -193,14 +195,32 @@ pub struct World {
 impl World {
     /// Starts both servers.
     pub async fn start() -> World {
-        let (nats, s3) = tokio::join!(NatsServer::start(), S3Server::start(&BUCKETS));
+        World::start_with_nats_token(None).await
+    }
+
+    /// Starts both servers, NATS wanting `token` when given (the pods read it from a file).
+    pub async fn start_with_nats_token(token: Option<&str>) -> World {
+        let (nats, s3) = tokio::join!(NatsServer::start(token), S3Server::start(&BUCKETS));
         let secrets = tempfile::tempdir().unwrap_or_else(|err| panic!("secrets folder: {err}"));
         std::fs::write(secrets.path().join("webhook-secret"), SECRET)
             .unwrap_or_else(|err| panic!("webhook secret: {err}"));
-        let client = async_nats::connect(nats.url())
+        let nats_token_file = token.map(|token| {
+            let path = secrets.path().join("nats-token");
+            std::fs::write(&path, format!("{token}\n"))
+                .unwrap_or_else(|err| panic!("NATS token: {err}"));
+            path
+        });
+        let options = async_nats::ConnectOptions::new();
+        let options = match token {
+            Some(token) => options.token(token.to_string()),
+            None => options,
+        };
+        let client = options
+            .connect(nats.url())
             .await
             .unwrap_or_else(|err| panic!("connect to {}: {err}", nats.url()));
-        World { nats, s3, secrets, client, subjects: Subjects::under(defaults::SUBJECT_PREFIX) }
+        let subjects = Subjects::under(defaults::SUBJECT_PREFIX);
+        World { nats, s3, secrets, nats_token_file, client, subjects }
     }
 
     /// The render pod's flags for this world, then `extra`. Webhooks may go to the tests'
@@ -214,6 +234,9 @@ impl World {
             "--jobs-upload-url".into(),
             "s3://uploads/incoming".into(),
         ];
+        if let Some(path) = &self.nats_token_file {
+            flags.extend(["--jobs-nats-token-file".to_string(), path.display().to_string()]);
+        }
         if !extra.contains(&ALLOW_PRIVATE) {
             flags.extend([ALLOW_PRIVATE.to_string(), "true".into()]);
         }

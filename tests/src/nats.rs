@@ -19,8 +19,9 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
-    /// Starts `nats-server -js` and waits until JetStream answers on its monitoring port.
-    pub async fn start() -> NatsServer {
+    /// Starts `nats-server -js` and waits until JetStream answers on its monitoring port; with
+    /// `token`, clients must present it.
+    pub async fn start(token: Option<&str>) -> NatsServer {
         let bin = bin_dir().unwrap_or_else(|err| panic!("nats-server: {err}"));
         let (port, monitor) = (free_port(), free_port());
         let state =
@@ -34,6 +35,7 @@ impl NatsServer {
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-m", &monitor.to_string()])
             .arg("-sd")
             .arg(state.join("jetstream"))
+            .args(token.map(|token| ["--auth", token]).into_iter().flatten())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap_or_else(|err| panic!("nats log: {err}")))
             .stderr(log);

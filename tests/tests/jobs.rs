@@ -674,6 +674,46 @@ async fn webhooks_to_private_addresses_are_refused_unless_the_pool_allows_them()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broker_that_wants_a_token_gets_it_from_a_file() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start_with_nats_token(Some("renderpool-nats-token")).await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    // Without the token file a pod does not start, and says why.
+    let mut flags = world.pod_flags(&["--listen", "127.0.0.1:0"]);
+    let at = flags.iter().position(|f| f == "--jobs-nats-token-file").unwrap();
+    flags.drain(at..at + 2);
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(renderpool_tests::workspace_bin("render-pod"))
+            .arg("serve")
+            .args(&flags)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("a pod refused by the broker exits within 60 s")
+    .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr).to_lowercase();
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("authorization"), "{said}");
+    // With it, jobs run.
+    let pod = world.pod(&["--slots", "1"]).await;
+    world
+        .publish(&message(
+            "with-token",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "info"}]),
+            "s3://results/token",
+        ))
+        .await;
+    let done = world
+        .wait_state(&JobId::from_key("with-token"), Duration::from_secs(30), |s| s.state.is_final())
+        .await;
+    assert_eq!(done.state, State::Done, "{done:?}");
+    drop(pod);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_job_routes_and_stored_sources() {
     let _serial = SERIAL.lock().await;
     let world = World::start().await;
