@@ -714,6 +714,55 @@ async fn a_broker_that_wants_a_token_gets_it_from_a_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_key_is_one_job_and_a_job_past_its_deadline_does_not_run() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    let ops = serde_json::json!([{"op": "info"}]);
+    // A pod that makes the streams and pulls nothing: what is published stays queued.
+    let front = world.pod(&["--jobs-pull", "false"]).await;
+    // One job past its deadline before any pod pulls, one published twice over.
+    let mut late = message("late", "s3://uploads/small.pdf", ops.clone(), "s3://results/once");
+    late["deadline_ms"] = serde_json::json!(1);
+    world.publish(&late).await;
+    let twice = message("twice", "s3://uploads/small.pdf", ops.clone(), "s3://results/once");
+    let first = world.publish(&twice).await;
+    // Within the stream's duplicate window the broker keeps one message.
+    assert_eq!(world.publish(&twice).await, first, "a duplicate publish is the same message");
+    // A producer that sets no message id: the stream holds a second message of the same job.
+    let second =
+        world.publish_bytes(async_nats::HeaderMap::new(), Bytes::from(twice.to_string())).await;
+    assert_ne!(second, first);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let pod = world.pod(&["--slots", "1"]).await;
+    let late = world
+        .wait_state(&JobId::from_key("late"), Duration::from_secs(30), |s| s.state.is_final())
+        .await;
+    let error = late.error.clone().unwrap_or_else(|| panic!("{late:?}"));
+    assert_eq!(
+        (late.state, error.code.as_str(), error.status, late.progress.done),
+        (State::Failed, "deadline_exceeded", 504, 0),
+        "{late:?}"
+    );
+    assert!(outputs_of(&world, "once", &JobId::from_key("late")).await.is_empty());
+    let id = JobId::from_key("twice");
+    let done = world.wait_state(&id, Duration::from_secs(30), |s| s.state.is_final()).await;
+    assert_eq!((done.state, done.deliveries), (State::Done, 1), "{done:?}");
+    // Both messages were taken from the stream; only one ran.
+    wait::until("the stream emptied", Duration::from_secs(30), || async {
+        let dropped = pod.metric("renderpod_jobs_ended_total", &["outcome=\"dropped\""]).await;
+        if dropped == 1.0 { Ok(()) } else { Err(dropped) }
+    })
+    .await;
+    let state = world.state(&id).await.unwrap();
+    assert_eq!((state.deliveries, state.updated_ms), (1, done.updated_ms), "{state:?}");
+    let listed = outputs_of(&world, "once", &id).await;
+    assert_eq!(listed.len(), 2, "its info and its manifest: {listed:?}");
+    check_manifest(&world, "once", &id, &listed).await;
+    drop(front);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_job_routes_and_stored_sources() {
     let _serial = SERIAL.lock().await;
     let world = World::start().await;
