@@ -15,6 +15,7 @@ use futures::StreamExt;
 use hmac::{Hmac, Mac};
 use renderpool_api::jobs::{JobId, JobStatus, Manifest, State};
 use renderpool_testkit::{corpus, wait};
+use renderpool_tests::gotenberg::Gotenberg;
 use renderpool_tests::jobs::{
     Answer, Delivery, Receiver, SECRET, Silent, World, message, percentile, sync_renders,
 };
@@ -760,6 +761,63 @@ async fn one_key_is_one_job_and_a_job_past_its_deadline_does_not_run() {
     assert_eq!(listed.len(), 2, "its info and its manifest: {listed:?}");
     check_manifest(&world, "once", &id, &listed).await;
     drop(front);
+}
+
+/// The page count and the text of page 1 of `pdf`, through the pod's synchronous routes.
+async fn pages_and_text(pod: &RenderPod, pdf: Vec<u8>) -> (u64, String) {
+    let info: serde_json::Value = pod.post("/v1/info", pdf.clone()).await.json().await.unwrap();
+    let text: serde_json::Value = pod.post("/v1/extract?pages=1", pdf).await.json().await.unwrap();
+    (info["page_count"].as_u64().unwrap(), text.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn watermark_and_office_conversion_run_as_jobs_as_through_their_routes() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    let gotenberg = Gotenberg::start(&[]).await;
+    const OFFICE: &str = "office/sld-slides.pptx";
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    world.put("uploads", "slides.pptx", doc(OFFICE)).await;
+    let pod = world.pod(&["--slots", "2", "--gotenberg-url", &gotenberg.url()]).await;
+    let jobs = [
+        (
+            "stamped",
+            "s3://uploads/small.pdf",
+            serde_json::json!([{"op": "watermark", "text": "COPY 7731"}]),
+        ),
+        ("converted", "s3://uploads/slides.pptx", serde_json::json!([{"op": "convert"}])),
+    ];
+    for (key, input, ops) in &jobs {
+        world.publish(&message(key, input, ops.clone(), "s3://results/ops")).await;
+    }
+    for (key, _, _) in &jobs {
+        let id = JobId::from_key(key);
+        let done = world.wait_state(&id, Duration::from_secs(180), |s| s.state.is_final()).await;
+        assert_eq!(done.state, State::Done, "{done:?}");
+        let listed = outputs_of(&world, "ops", &id).await;
+        let manifest = check_manifest(&world, "ops", &id, &listed).await;
+        assert_eq!(manifest.operations[0].outputs[0].content_type, "application/pdf");
+    }
+    // Each output is the PDF its route makes: the same pages and the same text.
+    let stamped =
+        world.get("results", &format!("ops/{}/00-watermark.pdf", JobId::from_key("stamped"))).await;
+    let route = pod.post("/v1/watermark?text=COPY%207731", doc(SMALL)).await;
+    assert_eq!(route.status(), 200);
+    let route = route.bytes().await.unwrap().to_vec();
+    let (job, sync) =
+        (pages_and_text(&pod, stamped.to_vec()).await, pages_and_text(&pod, route).await);
+    assert!(job.1.contains("COPY 7731"), "{}", job.1);
+    assert_eq!(job, sync);
+    let converted =
+        world.get("results", &format!("ops/{}/00-convert.pdf", JobId::from_key("converted"))).await;
+    let route = pod.post("/v1/convert", doc(OFFICE)).await;
+    assert_eq!(route.status(), 200);
+    let route = route.bytes().await.unwrap().to_vec();
+    let (job, sync) =
+        (pages_and_text(&pod, converted.to_vec()).await, pages_and_text(&pod, route).await);
+    assert_eq!(job.0, 3, "the deck's three slides");
+    assert_eq!(job, sync);
+    drop(pod);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
