@@ -326,15 +326,16 @@ async fn a_draining_pod_stops_pulling_and_hands_back_what_it_cannot_finish() {
     // A grace period shorter than the job: it cannot finish there.
     let flags = [&ALLOW_SLOW[..], &["--slots", "1", "--grace-period-ms", "500"]].concat();
     let draining = world.pod(&flags).await;
+    let hooks = Receiver::start(Answer::Ok).await;
     let slow = JobId::from_key("drained");
-    world
-        .publish(&message(
-            "drained",
-            "s3://uploads/slow.pdf",
-            serde_json::json!([{"op": "render", "pages": "1-2", "dpi": 1200}]),
-            "s3://results/drain",
-        ))
-        .await;
+    let mut job = message(
+        "drained",
+        "s3://uploads/slow.pdf",
+        serde_json::json!([{"op": "render", "pages": "1-2", "dpi": 1200}]),
+        "s3://results/drain",
+    );
+    job["webhook"] = serde_json::json!({"url": hooks.url()});
+    world.publish(&job).await;
     busy_worker(&draining, None).await;
     draining.terminate();
     let status = draining.exit_status().expect("the pod exited within 10 s of SIGTERM");
@@ -360,6 +361,20 @@ async fn a_draining_pod_stops_pulling_and_hands_back_what_it_cannot_finish() {
     let listed = outputs_of(&world, "drain", &slow).await;
     assert_eq!(listed.len(), 3, "two pages and the manifest: {listed:?}");
     check_manifest(&world, "drain", &slow, &listed).await;
+    // One completion, one webhook (none from the drained pod), signed.
+    let deliveries = wait::until("the webhook", Duration::from_secs(30), || async {
+        let deliveries = hooks.deliveries();
+        if deliveries.is_empty() { Err(deliveries) } else { Ok(deliveries) }
+    })
+    .await;
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(verify(&deliveries[0]), Ok(format!("msg_{slow}")));
+    let hooked = world
+        .wait_state(&slow, Duration::from_secs(30), |s| {
+            s.webhook.as_ref().is_some_and(|w| w.delivered)
+        })
+        .await;
+    assert_eq!(hooked.webhook.map(|w| w.attempts), Some(1));
     let after = world
         .wait_state(&JobId::from_key("after-drain"), Duration::from_secs(30), |s| {
             s.state.is_final()
