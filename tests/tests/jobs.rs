@@ -930,6 +930,26 @@ async fn the_job_routes_and_stored_sources() {
     let stored = stored.bytes().await.unwrap();
     let sent = worker.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
     assert_eq!(stored, sent);
+    // The document is kept by its ETag: asked again, one conditional GET answers from memory;
+    // replaced in the bucket, the new one is fetched.
+    let pages = |answer: reqwest::Response| async move {
+        assert_eq!(answer.status(), 200);
+        answer.json::<serde_json::Value>().await.unwrap()["page_count"].as_u64().unwrap()
+    };
+    let info = || worker.client.post(worker.url("/v1/info?source=s3://uploads/small.pdf")).send();
+    let hits = || async { worker.readyz().await["object_cache"]["hits"].as_u64().unwrap() };
+    let before = hits().await;
+    let small_pages = pages(info().await.unwrap()).await;
+    assert_eq!(hits().await, before + 1, "{}", worker.readyz().await);
+    world.put("uploads", "small.pdf", doc(LONG)).await;
+    let long_pages = pages(info().await.unwrap()).await;
+    assert_eq!(hits().await, before + 1, "a changed object is not a hit");
+    assert!(
+        long_pages > small_pages,
+        "{long_pages} pages after the replacement, {small_pages} before"
+    );
+    assert_eq!(pages(info().await.unwrap()).await, long_pages);
+    assert_eq!(hits().await, before + 2);
     for (source, expected) in [
         ("s3://private/small.pdf", (403, "bucket_not_allowed")),
         ("s3://uploads/missing.pdf", (404, "object_not_found")),

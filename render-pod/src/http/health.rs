@@ -17,7 +17,8 @@ pub async fn healthz() -> &'static str {
 
 /// Readiness: 200 while at least one slot has a live worker or is replacing it at once (a
 /// one-slot pod stays in its Service through every recycle) and the pod is not draining; the
-/// body shows the slot plan, each worker, the queue and the Office path either way.
+/// body shows the slot plan, each worker, the queue, the Office path and, with an object store,
+/// its document cache either way.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
     let engine = app.engine.status();
     let draining = app.lifecycle.is_draining();
@@ -29,6 +30,8 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
         "engine": engine,
         // Shown, never gating: PDFs are served whatever Gotenberg's state.
         "office": app.office.status(),
+        // What `?source=` fetched and kept, and how often an unchanged ETag answered.
+        "object_cache": app.objects.as_ref().map(|objects| objects.cache_status()),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
