@@ -70,7 +70,7 @@ fn ready_pool_reports_slot_figures_and_selector() {
         now: at(100),
         ..seen(&plan)
     });
-    // 2 CPU -> 2; (1024 - 196) / 512 = 1.6 -> 1 slot per pod, 3 in all
+    // 2 CPU -> 2; (1024 - 296) / 512 = 1.4 -> 1 slot per pod, 3 in all
     assert_eq!((s.slots_per_pod, s.total_slots, s.ready_slots), (Some(1), Some(3), Some(3)));
     assert_eq!(s.last_error, None);
     assert_eq!((s.replicas, s.ready_replicas), (3, 3));
@@ -116,7 +116,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
         (degraded.status.as_str(), degraded.reason.as_str()),
         ("True", "MemoryTooSmallForOneSlot")
     );
-    assert!(degraded.message.contains("needs at least 708 MiB"), "{}", degraded.message);
+    assert!(degraded.message.contains("needs at least 808 MiB"), "{}", degraded.message);
     assert_eq!(cond(&s, READY).status, "False");
     assert_eq!(s.slots_per_pod, None);
     assert!(s.selector.is_some(), "/scale keeps working on a degraded pool");

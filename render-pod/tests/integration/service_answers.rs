@@ -11,7 +11,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{LARGEST_BODY, MemoryGroup, ONE_LARGEST_BODY, Server, doc, raw};
+use common::{LARGEST_BODY, MemoryGroup, ONE_LARGEST_BODY, Server, TWO_SLOT_POD_MEMORY, doc, raw};
 use renderpool_testkit::bombs;
 use renderpool_testkit::wait;
 
@@ -34,11 +34,11 @@ fn rss(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group() {
-    // A 1 GiB pod of two 384 MiB slots, 196 MiB for the supervisor: 100 MiB of it for answers
+    // A pod of two 384 MiB slots beside the supervisor's 296 MiB: 100 MiB of it for answers
     // (the default), uploads held to 32 MiB so that what is measured is the answers. A queue
     // of 16 with time enough to work it off, so that renders for unread clients keep coming
     // while the first ones are held (for the default write timeout, 30 s).
-    let Some(group) = MemoryGroup::create("renderpool-answers", 1024 * MIB) else {
+    let Some(group) = MemoryGroup::create("renderpool-answers", TWO_SLOT_POD_MEMORY) else {
         return;
     };
     let flags = [
@@ -54,7 +54,7 @@ async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group(
     let server = Arc::new(group.serve(&flags));
     let ready = server.wait_ready().await;
     assert_eq!(ready["plan"]["slots"], 2, "{}", ready["plan"]);
-    let share = 196 * MIB;
+    let share = 296 * MIB;
     let budget = server.metric("renderpod_answer_budget_bytes", &[]).await;
     assert_eq!(budget, (100 * MIB) as f64);
     let supervisor = server.pid();
