@@ -17,6 +17,8 @@
 //!    timeout): throughput with them against `--front-limits false`, rounds alternating.
 //! 9. What the workers' sandbox costs: throughput with it against `--sandbox false`, rounds
 //!    alternating.
+//! 10. What the answer budget costs: throughput with it against `--answer-budget off`, rounds
+//!    alternating.
 //!
 //! Run: cargo bench -p render-pod --bench service
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -376,12 +378,13 @@ fn main() {
         report("this machine, every slot busy (client, front and workers share its CPUs)", slots, rounds);
 
         // What each protection costs: the same service with it switched off, same run.
-        for (flag, title) in [
-            ("--memory-ceiling", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
-            ("--front-limits", "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false"),
-            ("--sandbox", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
+        for (flag, off, title) in [
+            ("--memory-ceiling", "false", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
+            ("--front-limits", "false", "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false"),
+            ("--sandbox", "false", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
+            ("--answer-budget", "off", "answer budget (every answer reserved until written, admission checks it) against --answer-budget off"),
         ] {
-            let without: Vec<&str> = flags.iter().copied().chain([flag, "false"]).collect();
+            let without: Vec<&str> = flags.iter().copied().chain([flag, off]).collect();
             let unlimited = Arc::new(Server::start(&without));
             unlimited.wait_ready().await;
             paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;

@@ -68,24 +68,14 @@ async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group(
 
     // Waves of clients that send the render and never read, 300 in all, while the supervisor's
     // memory is sampled.
-    let mut unread_clients = Vec::new();
     let mut peak = 0;
     let mut reserved_peak = 0.0f64;
-    for _ in 0..30 {
-        let wave: Vec<_> = (0..10)
-            .map(|_| {
-                let (addr, page) = (addr.clone(), page.clone());
-                tokio::spawn(async move { raw::unread(&addr, NOISY_RENDER, &page, "").await })
-            })
-            .collect();
-        for client in wave {
-            unread_clients.push(client.await.unwrap());
-        }
+    let unread_clients = raw::unread_waves(&addr, NOISY_RENDER, &page, async || {
         peak = peak.max(rss(supervisor));
         reserved_peak =
             reserved_peak.max(server.metric("renderpod_answer_reserved_bytes", &[]).await);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     // The renders queued for them come out and are held, until the first of these clients is
     // cut off (the write timeout, 30 s after its answer stalled); sampled all along.
     let give_up = std::time::Instant::now() + Duration::from_secs(120);

@@ -133,6 +133,32 @@ pub async fn unread(addr: &str, path: &str, body: &[u8], extra: &str) -> TcpStre
     stream
 }
 
+/// 300 clients in waves of 10, 200 ms apart, that each send `POST path` with `body` and never
+/// read the answer ([`unread`]); `sample` runs after each wave (what a test or bench measures
+/// meanwhile). Their connections, open until dropped.
+pub async fn unread_waves(
+    addr: &str,
+    path: &'static str,
+    body: &Arc<Vec<u8>>,
+    mut sample: impl AsyncFnMut(),
+) -> Vec<TcpStream> {
+    let mut clients = Vec::new();
+    for _ in 0..30 {
+        let wave: Vec<_> = (0..10)
+            .map(|_| {
+                let (addr, body) = (addr.to_string(), body.clone());
+                tokio::spawn(async move { unread(&addr, path, &body, "").await })
+            })
+            .collect();
+        for client in wave {
+            clients.push(client.await.unwrap());
+        }
+        sample().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    clients
+}
+
 /// Whether the server closes `stream` within `within` (reads nothing but the end).
 pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     let mut chunk = [0u8; 1024];
