@@ -22,6 +22,11 @@ use super::params::{self, Query};
 use super::{body, etag, input};
 use crate::byte_budget::Reservation;
 
+/// New work is refused while less than this part of the answer budget is free (a sixteenth:
+/// 6.25 MiB of the default 100 MiB, half a large page image): answers nobody reads hold it,
+/// and the answer of new work would most likely be made, find no room and be thrown away.
+const ANSWER_ROOM_PART: u64 = 16;
+
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
 /// (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another thread costs more than it saves.
 const INLINE_HASH_BYTES: usize = 1 << 20;
@@ -132,14 +137,19 @@ enum Slots {
 }
 
 /// Takes a queue place (for work that needs a slot) and reads and hashes the document within
-/// the byte budget, unless the pod is draining, the queue is full, the wait for a slot would
-/// outlast the request's deadline or the document is quarantined for all work. Every refusal
-/// before the body is read answers at once, without reading it.
+/// the byte budget, unless the pod is draining, unread answers hold the answer budget, the
+/// queue is full, the wait for a slot would outlast the request's deadline or the document is
+/// quarantined for all work. Every refusal before the body is read answers at once, without
+/// reading it.
 async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
         app.metrics.reject("draining");
         return Err(input::refuse(request, JobError::Draining.into()));
+    }
+    if let Some(backlogged) = answers_backlogged(app) {
+        app.metrics.reject("answer_budget");
+        return Err(input::refuse(request, backlogged.into()));
     }
     let headers = request.headers();
     let said = input::request_timeout(headers)
@@ -255,6 +265,18 @@ pub(super) fn reserved<T: AsRef<[u8]> + Send + 'static>(
         Some(reservation) => Ok(reservation.hold(body)),
         None => Err(answer_refused(app, bytes)),
     }
+}
+
+/// Why new work is refused before its body is read, when unread answers leave less than
+/// [`ANSWER_ROOM_PART`] of the answer budget free.
+fn answers_backlogged(app: &AppState) -> Option<JobError> {
+    let budget = app.answers.total();
+    let free = budget.saturating_sub(app.answers.used());
+    (free < budget / ANSWER_ROOM_PART).then(|| JobError::AnswersBacklogged {
+        free,
+        budget,
+        retry_after_secs: app.engine.retry_after_secs(),
+    })
 }
 
 /// Why an answer of `bytes` gets no room in the answer budget.

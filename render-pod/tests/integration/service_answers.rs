@@ -1,9 +1,10 @@
 //! Answers are budgeted too, against the real service: large answers nobody reads fill the
 //! answer budget and no more (in a pod-sized memory cgroup the supervisor stays within its
 //! share and nothing is OOM-killed; answers past the budget are refused 503
-//! answer_budget_exhausted with Retry-After; clients that read are served); a client that stops
-//! reading is cut off after the write timeout and its answer's bytes are given back; a streamed
-//! filmstrip whose client stops reading holds answer bytes, not the uploads' room.
+//! answer_budget_exhausted with Retry-After; clients that read are served); once they leave
+//! less than a sixteenth of it, new work is refused before its body is read; a client that
+//! stops reading is cut off after the write timeout and its answer's bytes are given back; a
+//! streamed filmstrip whose client stops reading holds answer bytes, not the uploads' room.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -209,4 +210,41 @@ async fn a_stalled_filmstrip_holds_answer_bytes_not_the_uploads_room() {
     assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, 0.0);
     drop(stalled);
     server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_answers_that_fill_the_budget_refuse_new_work_before_its_body_is_read() {
+    // What one answer weighs, on a service with room for it.
+    let page = noisy_page();
+    let answer_len = {
+        let server = Server::start(&["--slots", "1"]);
+        server.wait_ready().await;
+        let first = server.post(NOISY_RENDER, page.clone()).await;
+        assert_eq!(first.status(), 200);
+        first.bytes().await.unwrap().len() as u64
+    };
+    // A budget that one unread answer fills to within a 32nd of it: less than a 16th is left.
+    let budget = (answer_len + answer_len / 32).to_string();
+    let server = Server::start(&["--slots", "1", "--answer-budget", &budget]);
+    server.wait_ready().await;
+    let addr = raw::addr(&server.base);
+    let stalled = raw::unread(&addr, NOISY_RENDER, &page, "").await;
+    server.wait_metric("renderpod_answer_reserved_bytes", &[], answer_len as f64).await;
+    let bytes_in = server.metric("renderpod_bytes_in_total", &[]).await;
+    let ordinary = doc("pdf/masks.pdf");
+    let refused = raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
+    assert!(!refused.invited, "its body was asked for");
+    assert_eq!(refused.answer.status, 503);
+    assert_eq!(refused.answer.code(), "answer_budget_exhausted", "{:?}", refused.answer);
+    assert!(refused.answer.header("retry-after").is_some());
+    assert!(String::from_utf8_lossy(&refused.answer.body).contains("bytes free"));
+    assert_eq!(server.metric("renderpod_bytes_in_total", &[]).await, bytes_in, "a body was read");
+    let rejected = server.metric("renderpod_rejections_total", &["reason=\"answer_budget\""]).await;
+    assert_eq!(rejected, 1.0);
+    // Once the stalled client is gone, its bytes come back and new work is taken again.
+    drop(stalled);
+    server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+    let served = raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
+    assert!(served.invited);
+    assert_eq!(served.answer.status, 200, "{:?}", served.answer);
 }
