@@ -380,7 +380,7 @@ fn main() {
         // What each protection costs: the same service with it switched off, same run.
         for (flag, off, title) in [
             ("--memory-ceiling", "false", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
-            ("--front-limits", "false", "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false"),
+            ("--front-limits", "false", "front limits (upload budget, body rate and idle limits, header and write timeouts, write rate) against --front-limits false"),
             ("--sandbox", "false", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
             ("--answer-budget", "off", "answer budget (every answer reserved until written, admission checks it) against --answer-budget off"),
         ] {

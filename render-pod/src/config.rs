@@ -93,6 +93,13 @@ pub struct ServeArgs {
     #[arg(long, env = env::WRITE_TIMEOUT_MS, default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub write_timeout_ms: u64,
+    /// Bytes per second a client must average over a spell of writes that each waited for it
+    /// to read, after the spell's first --write-timeout-ms, e.g. 32Ki; slower is cut off (and
+    /// the answer's memory freed). A write that goes through whole at once ends the spell. 0
+    /// asks for no rate.
+    #[arg(long, env = env::WRITE_MIN_RATE, value_parser = parse_memory_bytes,
+          default_value_t = 32 << 10)]
+    pub write_min_rate: u64,
     /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
     /// with 408 body_too_slow.
     #[arg(long, env = env::BODY_MIN_RATE, value_parser = parse_memory_bytes,
@@ -102,8 +109,8 @@ pub struct ServeArgs {
     #[arg(long, env = env::BODY_IDLE_TIMEOUT_MS, default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_idle_timeout_ms: u64,
-    /// Enforce the upload budget, the body rate and idle limits and the header read and write
-    /// timeouts. `false` only for measuring what they cost.
+    /// Enforce the upload budget, the body rate and idle limits, the header read and write
+    /// timeouts and the write rate. `false` only for measuring what they cost.
     #[arg(long, env = env::FRONT_LIMITS, default_value_t = true,
           action = clap::ArgAction::Set)]
     pub front_limits: bool,
@@ -291,6 +298,7 @@ impl ServeArgs {
                 .front_limits
                 .then(|| Duration::from_millis(self.header_read_timeout_ms)),
             write_timeout: self.front_limits.then(|| Duration::from_millis(self.write_timeout_ms)),
+            write_min_rate: self.front_limits.then_some(self.write_min_rate).filter(|r| *r > 0),
         }
     }
 
@@ -535,6 +543,11 @@ mod tests {
         let on = serve(&["--write-timeout-ms", "1500"]);
         assert_eq!(on.connection_limits().write_timeout, Some(Duration::from_millis(1500)));
         assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_timeout, None);
+        // So is the write rate floor.
+        assert_eq!(on.connection_limits().write_min_rate, Some(32 << 10));
+        let none = serve(&["--write-min-rate", "0"]).connection_limits();
+        assert_eq!((none.write_min_rate, none.write_timeout.is_some()), (None, true));
+        assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_min_rate, None);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! share and nothing is OOM-killed; answers past the budget are refused 503
 //! answer_budget_exhausted with Retry-After; clients that read are served); once they leave
 //! less than a sixteenth of it, new work is refused before its body is read; a client that
-//! stops reading is cut off after the write timeout and its answer's bytes are given back; a
-//! streamed filmstrip whose client stops reading holds answer bytes, not the uploads' room.
+//! stops reading is cut off after the write timeout, one that reads a trickle for its rate, and
+//! their answers' bytes are given back; a streamed filmstrip whose client stops reading holds
+//! answer bytes, not the uploads' room.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -247,4 +248,36 @@ async fn unread_answers_that_fill_the_budget_refuse_new_work_before_its_body_is_
     let served = raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
     assert!(served.invited);
     assert_eq!(served.answer.status, 200, "{:?}", served.answer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_a_trickle_is_cut_off_for_its_rate_though_each_write_progresses() {
+    // Writes may wait 10 s each, and a spell of them must average 1 MiB/s after its first
+    // 10 s. The client reads 256 KiB/s: the kernel wakes the server's blocked write each time
+    // about 1.4 MB of its send buffer is free (every 5.5 s or so), so no write waits near
+    // 10 s, yet the answer (13 MB, 50 s at that rate) is cut off for its rate.
+    let flags = ["--slots", "1", "--write-timeout-ms", "10000", "--write-min-rate", "1Mi"];
+    let server = Server::start(&flags);
+    server.wait_ready().await;
+    let addr = raw::addr(&server.base);
+    let page = noisy_page();
+    let mut trickle = raw::unread(&addr, NOISY_RENDER, &page, "").await;
+    let (answer, took) = raw::read_paced(&mut trickle, 256 << 10).await;
+    assert_eq!(answer.status, 200);
+    let declared: usize = answer.header("content-length").unwrap().parse().unwrap();
+    // The end arrives after what the kernel's buffers held when the server cut it off.
+    println!(
+        "a reader of 256 KiB/s: its end after {:.1} s, {:.1} of {:.1} MiB read",
+        took.as_secs_f64(),
+        answer.body.len() as f64 / MIB as f64,
+        declared as f64 / MIB as f64
+    );
+    assert!(answer.body.len() < declared, "the whole answer arrived");
+    assert_eq!(server.metric("renderpod_write_too_slow_total", &[]).await, 1.0);
+    assert_eq!(server.metric("renderpod_write_timeouts_total", &[]).await, 0.0, "a timeout cut it");
+    server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+    // A client that reads at its own pace is served the whole answer.
+    let next = server.post(NOISY_RENDER, page).await;
+    assert_eq!(next.status(), 200);
+    assert_eq!(next.bytes().await.unwrap().len(), declared);
 }

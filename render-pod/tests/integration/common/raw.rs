@@ -159,6 +159,32 @@ pub async fn unread_waves(
     clients
 }
 
+/// Reads the answer on `stream` (a request already sent) at `rate` bytes per second, in pieces
+/// every 20 ms paced on the clock, until it is all in or the server ends it: the answer as far
+/// as it came, and how long from its head to the end.
+pub async fn read_paced(stream: &mut TcpStream, rate: u64) -> (Answer, Duration) {
+    let mut buffer = Vec::new();
+    let mut answer = read_head(stream, &mut buffer).await.expect("no answer");
+    let length: Option<usize> = answer.header("content-length").and_then(|v| v.parse().ok());
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut chunk = vec![0u8; 1 << 20];
+    while length.is_none_or(|len| buffer.len() < len) {
+        tick.tick().await;
+        let due = (start.elapsed().as_secs_f64() * rate as f64) as usize;
+        let take = due.saturating_sub(buffer.len()).min(chunk.len());
+        if take == 0 {
+            continue;
+        }
+        match stream.read(&mut chunk[..take]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    answer.body = buffer;
+    (answer, start.elapsed())
+}
+
 /// Whether the server closes `stream` within `within` (reads nothing but the end).
 pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     let mut chunk = [0u8; 1024];
