@@ -78,9 +78,9 @@ pub struct ServeArgs {
     /// Bytes answers waiting to be written may hold in the supervisor at once, e.g. 64Mi, or
     /// `off`: each answer is reserved before it is read from its worker and held until written
     /// to the socket; past the budget it is dropped with 503 answer_budget_exhausted and
-    /// Retry-After (one larger than the whole budget: 422 answer_too_large); while less than a
-    /// sixteenth of it is free, new requests get that 503 before their body is read. Default:
-    /// the upload budget's derived size (room for one largest PDF).
+    /// Retry-After (one larger than the whole budget: 422 answer_too_large); while answers leave
+    /// less than a sixteenth of it free, new requests get that 503 before their body is read.
+    /// Default: the upload budget's derived size (room for one largest PDF).
     #[arg(long, env = env::ANSWER_BUDGET, value_parser = parse_answer_budget)]
     pub answer_budget: Option<AnswerBudget>,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for

@@ -181,6 +181,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_pages: args.max_pages,
         uploads,
         answers,
+        streamed_documents: Arc::default(),
         thumbnails: args.thumbnail_limits(),
         engine_version,
         auth,
