@@ -77,6 +77,19 @@ pub struct Target<'a> {
     pub namespace: &'a str,
 }
 
+impl Target<'_> {
+    /// Makes a client error into the failure of `action` on the `kind` object `name` here.
+    fn failed(
+        &self,
+        action: &'static str,
+        kind: &str,
+        name: &str,
+    ) -> impl FnOnce(kube::Error) -> ApplyError {
+        let (kind, namespace, name) = (kind.to_string(), self.namespace.to_string(), name.into());
+        move |source| ApplyError { action, kind, namespace, name, source }
+    }
+}
+
 /// What one pass wrote, and the children it left alone because someone else holds their names.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -210,13 +223,7 @@ where
     let stored = api
         .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired))
         .await
-        .map_err(|source| ApplyError {
-            action: "apply",
-            kind: kind.clone(),
-            namespace: target.namespace.into(),
-            name: name.clone(),
-            source,
-        })?;
+        .map_err(target.failed("apply", &kind, &name))?;
     Ok(Step::Written(format!("{kind} {name}"), stored.meta().generation))
 }
 
@@ -231,16 +238,8 @@ where
 {
     let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
     let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
-    match api.list(&by_name).await {
-        Ok(list) => Ok(list.items.into_iter().next()),
-        Err(source) => Err(ApplyError {
-            action: "look up",
-            kind: K::kind(&()).to_string(),
-            namespace: target.namespace.into(),
-            name: name.into(),
-            source,
-        }),
-    }
+    let list = api.list(&by_name).await.map_err(target.failed("look up", &K::kind(&()), name))?;
+    Ok(list.items.into_iter().next())
 }
 
 async fn delete_if_owned<K>(
@@ -275,12 +274,6 @@ where
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
             Ok(Step::Unchanged)
         }
-        Err(source) => Err(ApplyError {
-            action: "delete",
-            kind,
-            namespace: target.namespace.into(),
-            name: name.into(),
-            source,
-        }),
+        Err(source) => Err(target.failed("delete", &kind, name)(source)),
     }
 }

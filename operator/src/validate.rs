@@ -40,14 +40,17 @@ pub enum SpecError {
     /// spec.memory cannot hold the supervisor and one slot: named with the figures as written.
     #[error(
         "spec.memory {memory} cannot hold one slot: it needs at least {needed_mib} MiB, \
-         spec.memoryPerSlot {memory_per_slot} plus the supervisor's {overhead_mib} MiB; raise \
-         spec.memory or lower spec.memoryPerSlot"
+         spec.memoryPerSlot {memory_per_slot} plus the supervisor's {overhead_mib} MiB (an \
+         upload and an answer of spec.maxBodySize {max_body_size}, the Office cache, its rest); \
+         raise spec.memory, or lower spec.memoryPerSlot or spec.maxBodySize"
     )]
     MemoryTooSmall {
         /// spec.memory as written.
         memory: String,
         /// spec.memoryPerSlot as written.
         memory_per_slot: String,
+        /// spec.maxBodySize as written: the supervisor's share holds two of it.
+        max_body_size: String,
         /// The least memory that holds one slot.
         needed_mib: u64,
         /// The supervisor's share (its body limit and the Office cache).
@@ -182,6 +185,7 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
         SizingError::MemoryTooSmall { needed_mib, overhead_mib, .. } => SpecError::MemoryTooSmall {
             memory: spec.memory.clone(),
             memory_per_slot: spec.memory_per_slot.clone(),
+            max_body_size: spec.max_body_size.clone(),
             needed_mib,
             overhead_mib,
         },
@@ -367,7 +371,7 @@ mod tests {
     #[test]
     fn three_cores_four_gib_is_cpu_bound_at_three_slots() {
         let plan = validate(&spec_from_yaml("cpu: '3'\nmemory: 4Gi\nreplicas: 2")).unwrap();
-        // cpu 3 cores -> 3; memory (4096 - 196) / 512 = 7.6 -> 7; min = 3
+        // cpu 3 cores -> 3; memory (4096 - 296) / 512 = 7.4 -> 7; min = 3
         assert_eq!((plan.slots.slots, plan.slots.cpu_slots, plan.slots.memory_slots), (3, 3, 7));
         assert_eq!(plan.total_slots(), 6);
         assert_eq!(plan.slots_of(1), 3);
@@ -381,9 +385,10 @@ mod tests {
         let text = err.to_string();
         assert_eq!(
             text,
-            "spec.memory 600Mi cannot hold one slot: it needs at least 708 MiB, \
-             spec.memoryPerSlot 512Mi plus the supervisor's 196 MiB; raise spec.memory or lower \
-             spec.memoryPerSlot"
+            "spec.memory 600Mi cannot hold one slot: it needs at least 808 MiB, \
+             spec.memoryPerSlot 512Mi plus the supervisor's 296 MiB (an upload and an answer of \
+             spec.maxBodySize 100Mi, the Office cache, its rest); raise spec.memory, or lower \
+             spec.memoryPerSlot or spec.maxBodySize"
         );
     }
 

@@ -17,8 +17,10 @@
 //!    timeout): throughput with them against `--front-limits false`, rounds alternating.
 //! 9. What the workers' sandbox costs: throughput with it against `--sandbox false`, rounds
 //!    alternating.
+//! 10. What the answer budget costs: throughput with it against `--answer-budget off`, rounds
+//!     alternating.
 //!
-//! Run: cargo bench -p render-pod --bench service
+//! Run: cargo bench -p render-pod --bench service   (ROUNDS=15 for steadier ratios)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/integration/common/mod.rs"]
@@ -292,14 +294,17 @@ fn peak_rss_mib(pid: u32) -> f64 {
     raw::peak_rss(pid) as f64 / f64::from(1 << 20)
 }
 
-/// Limit/service pairs per configuration. This VM's speed drifts by a fifth over seconds, so
-/// each service run is divided by a limit run made just before it, and the median ratio counts.
-const ROUNDS: usize = 5;
+/// Limit/service pairs per configuration (`ROUNDS`, 5 by default; more for a steadier median on
+/// a busy machine). This VM's speed drifts by a fifth over seconds, so each service run is
+/// divided by a limit run made just before it, and the median ratio counts.
+fn rounds() -> usize {
+    std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5)
+}
 
 /// One configuration's rounds: (limit pages/s, service pages/s, CPU split) each.
 type Rounds = Vec<(f64, f64, CpuSplit)>;
 
-/// Runs `ROUNDS` pairs: the in-process loop in a child (pinned to `cpu` if given), then
+/// Runs [`rounds`] pairs: the in-process loop in a child (pinned to `cpu` if given), then
 /// `clients` clients through `server` over 2 x PAGES pages.
 async fn paired_rounds(
     server: &Arc<Server>,
@@ -308,13 +313,13 @@ async fn paired_rounds(
     clients: usize,
 ) -> Rounds {
     service_throughput(server, bytes, clients, 1).await; // warm every worker's document
-    let mut rounds = Vec::new();
-    for _ in 0..ROUNDS {
+    let mut pairs = Vec::new();
+    for _ in 0..rounds() {
         let limit = limit_in_children(&[cpu]);
         let (rate, split) = measured_throughput(server, bytes, clients, 2).await;
-        rounds.push((limit, rate, split));
+        pairs.push((limit, rate, split));
     }
-    rounds
+    pairs
 }
 
 /// Prints a configuration's median ratio service / (limit x slots), its range, and the CPU
@@ -363,7 +368,8 @@ fn main() {
         println!();
         println!("== render-pod service benchmark (slots: {slots}, {})", ready["plan"]["reason"]);
         println!(
-            "render 150 dpi PNG, R-intro.pdf pages 1-{PAGES} (one upload per page), {ROUNDS} rounds of limit then service:"
+            "render 150 dpi PNG, R-intro.pdf pages 1-{PAGES} (one upload per page), {} rounds of limit then service:",
+            rounds()
         );
         let single = limit_in_children(&[None]);
         let ceiling = limit_in_children(&vec![None; slots as usize]);
@@ -376,12 +382,13 @@ fn main() {
         report("this machine, every slot busy (client, front and workers share its CPUs)", slots, rounds);
 
         // What each protection costs: the same service with it switched off, same run.
-        for (flag, title) in [
-            ("--memory-ceiling", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
-            ("--front-limits", "front limits (upload budget, body rate and idle limits, header timeout) against --front-limits false"),
-            ("--sandbox", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
+        for (flag, off, title) in [
+            ("--memory-ceiling", "false", "memory ceiling (RLIMIT_DATA at --memory-per-slot) against none, same run"),
+            ("--front-limits", "false", "front limits (upload budget, body rate and idle limits, header and write timeouts, write rate) against --front-limits false"),
+            ("--sandbox", "false", "workers' sandbox (seccomp filter, NO_NEW_PRIVS, limits) against --sandbox false"),
+            ("--answer-budget", "off", "answer budget (every answer reserved until written, admission checks it) against --answer-budget off"),
         ] {
-            let without: Vec<&str> = flags.iter().copied().chain([flag, "false"]).collect();
+            let without: Vec<&str> = flags.iter().copied().chain([flag, off]).collect();
             let unlimited = Arc::new(Server::start(&without));
             unlimited.wait_ready().await;
             paired_cost(title, &server, &unlimited, &bytes, 2 * slots as usize).await;
@@ -458,7 +465,7 @@ fn main() {
 }
 
 /// Prints the median throughput ratio of the service with a limit (`with`) to the same service
-/// without it, over `ROUNDS` pairs.
+/// without it, over [`rounds`] pairs.
 async fn paired_cost(
     title: &str,
     with: &Arc<Server>,
@@ -468,7 +475,7 @@ async fn paired_cost(
 ) {
     service_throughput(without, bytes, clients, 1).await; // warm its workers too
     let mut ratios = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         // Which runs first alternates, so a machine speeding up or slowing down favours neither.
         let (on, off) = if round % 2 == 0 {
             let on = service_throughput(with, bytes, clients, 2).await;

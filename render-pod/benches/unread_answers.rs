@@ -1,12 +1,11 @@
 //! Unread-answers benchmark: the supervisor's peak RSS while 300 clients, in waves of 10 every
 //! 200 ms, send a render of a page of noise 1600 pixels wide (a 13 MB PNG) and never
 //! read the answer, with the answer budget on (the default: 100 MiB) against
-//! `--answer-budget off`; and what the budget costs on the service bench's path (150 dpi PNG
-//! renders of R-intro.pdf, two clients per slot, every answer read), rounds alternating
-//! between the two services, ratio printed. Real `render-pod serve` (release build), uploads
-//! held to 32 MiB so that what grows is the answers. Asserts nothing.
+//! `--answer-budget off`, in rounds alternating between the two. Real `render-pod serve`
+//! (release build), uploads held to 32 MiB so that what grows is the answers. What the budget
+//! costs readers is the service bench's (`--bench service`). Asserts nothing.
 //!
-//! Run: cargo bench -p render-pod --bench unread_answers   (ROUNDS=3 for a shorter run)
+//! Run: cargo bench -p render-pod --bench unread_answers   (ROUNDS=1 for a shorter run)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/integration/common/mod.rs"]
@@ -15,7 +14,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, doc, raw};
+use common::{Server, raw};
 use renderpool_testkit::bombs;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -38,22 +37,12 @@ async fn unread_answers(flags: &[&str]) -> Unread {
     let page = Arc::new(bombs::noise_pages(1, 1600, 128));
     let first = server.post(NOISY_RENDER, page.to_vec()).await;
     let answer_mib = first.bytes().await.unwrap().len() as f64 / MIB;
-    let mut clients = Vec::new();
     let mut reserved_peak = 0.0f64;
-    for _ in 0..30 {
-        let wave: Vec<_> = (0..10)
-            .map(|_| {
-                let (addr, page) = (addr.clone(), page.clone());
-                tokio::spawn(async move { raw::unread(&addr, NOISY_RENDER, &page, "").await })
-            })
-            .collect();
-        for client in wave {
-            clients.push(client.await.unwrap());
-        }
+    let clients = raw::unread_waves(&addr, NOISY_RENDER, &page, async || {
         reserved_peak =
             reserved_peak.max(server.metric("renderpod_answer_reserved_bytes", &[]).await);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     // The renders still queued come out meanwhile.
     tokio::time::sleep(Duration::from_secs(3)).await;
     reserved_peak = reserved_peak.max(server.metric("renderpod_answer_reserved_bytes", &[]).await);
@@ -71,7 +60,7 @@ async fn unread_answers(flags: &[&str]) -> Unread {
 }
 
 fn rounds() -> usize {
-    std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5)
+    std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3)
 }
 
 fn main() {
@@ -80,52 +69,21 @@ fn main() {
     runtime.block_on(async {
         println!();
         println!("== unread answers: 300 clients render a noisy page 1600 px wide and never read");
-        for (title, flags) in
-            [("answer budget on (default)", &[][..]), ("--answer-budget off", &["--answer-budget", "off"][..])]
-        {
-            let run = unread_answers(flags).await;
-            println!(
-                "  {title}: supervisor peak RSS {:.1} MiB; answer bytes reserved at most {:.1} MiB; \
-                 {} answers refused answer_budget_exhausted ({:.1} MiB each)",
-                run.peak_mib, run.reserved_peak_mib, run.refused, run.answer_mib
-            );
-        }
-
-        let flags = ["--queue-depth", "8", "--job-deadline-ms", "120000"];
-        let on = Arc::new(Server::start(&flags));
-        let slots = on.wait_ready().await["engine"]["slots"].as_u64().unwrap() as usize;
-        let off_flags = common::flags(&flags, &["--answer-budget", "off"]);
-        let off = Arc::new(Server::start(&off_flags));
-        off.wait_ready().await;
-        let bytes = Arc::new(doc("pdf/R-intro.pdf"));
-        let clients = 2 * slots;
-        // Warm every worker's document on both.
-        common::render_throughput(&on, &bytes, 40, clients, 1).await;
-        common::render_throughput(&off, &bytes, 40, clients, 1).await;
-        let mut ratios = Vec::new();
         for round in 0..rounds() {
             // Which runs first alternates, so a machine speeding up or slowing down favours
             // neither.
-            let (with, without) = if round % 2 == 0 {
-                let with = common::render_throughput(&on, &bytes, 40, clients, 2).await;
-                (with, common::render_throughput(&off, &bytes, 40, clients, 2).await)
-            } else {
-                let without = common::render_throughput(&off, &bytes, 40, clients, 2).await;
-                (common::render_throughput(&on, &bytes, 40, clients, 2).await, without)
-            };
-            ratios.push((with / without, with, without));
+            let mut cases = [("answer budget on (default)", &[][..]), ("--answer-budget off", &["--answer-budget", "off"][..])];
+            if round % 2 == 1 {
+                cases.reverse();
+            }
+            for (title, flags) in cases {
+                let run = unread_answers(flags).await;
+                println!(
+                    "  round {}, {title}: supervisor peak RSS {:.1} MiB; answer bytes reserved at most {:.1} MiB; \
+                     {} answers refused answer_budget_exhausted ({:.1} MiB each)",
+                    round + 1, run.peak_mib, run.reserved_peak_mib, run.refused, run.answer_mib
+                );
+            }
         }
-        ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let median = ratios[ratios.len() / 2];
-        println!(
-            "answer budget's cost, 150 dpi PNG renders of R-intro.pdf pages 1-40, {clients} clients, {slots} slot(s):"
-        );
-        println!(
-            "  throughput ratio on / off: {:.3}  ({:.1} against {:.1} pages/s; goal: cost under 2%; rounds: {})",
-            median.0,
-            median.1,
-            median.2,
-            ratios.iter().map(|r| format!("{:.3}", r.0)).collect::<Vec<_>>().join(", ")
-        );
     });
 }

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use renderpool_api::render_pod::{self as pod, env};
 use renderpool_runtime::logging::LogFormat;
-use renderpool_sizing::{parse_memory_bytes, supervisor_share};
+use renderpool_sizing::{SUPERVISOR_AT_REST, byte_budget, parse_memory_bytes, supervisor_share};
 
 use crate::engine::Probe;
 use crate::engine::worker::WorkerOptions;
 use crate::http::ThumbnailLimits;
 use crate::http::body::BodyLimits;
-use crate::http::budget::{ADMIT_SHARE, admit_bytes, derived_budget};
+use crate::http::budget::{ADMIT_SHARE, admit_bytes};
 use crate::http::server::ConnectionLimits;
 use crate::office::OfficeConfig;
 use crate::office::detect::inflation::InflationLimits;
@@ -40,7 +40,8 @@ pub struct ServeArgs {
           action = clap::ArgAction::Set)]
     pub memory_ceiling: bool,
     /// Memory kept for the supervisor before slots are counted, e.g. 256Mi. Default: 32Mi at
-    /// rest + --office-cache-bytes + --max-body-bytes (one largest upload), at least 128Mi.
+    /// rest + --office-cache-bytes + 2 x --max-body-bytes (the upload and answer budgets, one
+    /// largest body each), at least 128Mi.
     #[arg(long, env = env::SUPERVISOR_OVERHEAD, value_parser = parse_memory_bytes)]
     pub supervisor_overhead: Option<u64>,
     /// Jobs that may wait for a slot; beyond this requests get 503 at once.
@@ -64,8 +65,9 @@ pub struct ServeArgs {
     pub max_body_bytes: u64,
     /// Bytes request bodies may hold in the supervisor at once, e.g. 32Mi; a body is reserved
     /// before it is read (up to --upload-admit-share of the budget, the rest as it arrives),
-    /// and past the budget answered 503 with Retry-After. Default:
-    /// --supervisor-overhead less 32Mi (the supervisor at rest) less --office-cache-bytes.
+    /// and past the budget answered 503 with Retry-After. Default: half of what
+    /// --supervisor-overhead leaves after 32Mi (the supervisor at rest) and
+    /// --office-cache-bytes (the other half is the answer budget's).
     #[arg(long, env = env::UPLOAD_BUDGET, value_parser = parse_memory_bytes)]
     pub upload_budget: Option<u64>,
     /// Most of the upload budget one body reserves when admitted, as a fraction above 0 and at
@@ -78,8 +80,9 @@ pub struct ServeArgs {
     /// Bytes answers waiting to be written may hold in the supervisor at once, e.g. 64Mi, or
     /// `off`: each answer is reserved before it is read from its worker and held until written
     /// to the socket; past the budget it is dropped with 503 answer_budget_exhausted and
-    /// Retry-After (one larger than the whole budget: 422 answer_too_large). Default: the
-    /// upload budget's derived size (room for one largest PDF).
+    /// Retry-After (one larger than the whole budget: 422 answer_too_large); while answers leave
+    /// less than a sixteenth of it free, new requests get that 503 before their body is read.
+    /// Default: the upload budget's derived size (room for one largest PDF).
     #[arg(long, env = env::ANSWER_BUDGET, value_parser = parse_answer_budget)]
     pub answer_budget: Option<AnswerBudget>,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for
@@ -92,6 +95,13 @@ pub struct ServeArgs {
     #[arg(long, env = env::WRITE_TIMEOUT_MS, default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub write_timeout_ms: u64,
+    /// Bytes per second a client must average over a spell of writes that each waited for it
+    /// to read, after the spell's first --write-timeout-ms, e.g. 32Ki; slower is cut off (and
+    /// the answer's memory freed). A write that goes through whole at once ends the spell. 0
+    /// asks for no rate.
+    #[arg(long, env = env::WRITE_MIN_RATE, value_parser = parse_memory_bytes,
+          default_value_t = 32 << 10)]
+    pub write_min_rate: u64,
     /// Bytes per second a body must average after its first 2 s, e.g. 32Ki; slower is cut off
     /// with 408 body_too_slow.
     #[arg(long, env = env::BODY_MIN_RATE, value_parser = parse_memory_bytes,
@@ -101,8 +111,8 @@ pub struct ServeArgs {
     #[arg(long, env = env::BODY_IDLE_TIMEOUT_MS, default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_idle_timeout_ms: u64,
-    /// Enforce the upload budget, the body rate and idle limits and the header read and write
-    /// timeouts. `false` only for measuring what they cost.
+    /// Enforce the upload budget, the body rate and idle limits, the header read and write
+    /// timeouts and the write rate. `false` only for measuring what they cost.
     #[arg(long, env = env::FRONT_LIMITS, default_value_t = true,
           action = clap::ArgAction::Set)]
     pub front_limits: bool,
@@ -249,12 +259,7 @@ impl ServeArgs {
         match self.upload_budget {
             Some(0) => Err(UploadBudgetError::Zero),
             Some(budget) => Ok(budget),
-            None => derived_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
-                UploadBudgetError::NothingLeft {
-                    supervisor_overhead: self.supervisor_overhead(),
-                    office_cache_bytes: self.office_cache_bytes,
-                },
-            ),
+            None => self.derived_budget(),
         }
     }
 
@@ -265,13 +270,19 @@ impl ServeArgs {
         match self.answer_budget {
             Some(AnswerBudget::Off) => Ok(u64::MAX),
             Some(AnswerBudget::Bytes(budget)) => Ok(budget),
-            None => derived_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
-                UploadBudgetError::NothingLeft {
-                    supervisor_overhead: self.supervisor_overhead(),
-                    office_cache_bytes: self.office_cache_bytes,
-                },
-            ),
+            None => self.derived_budget(),
         }
+    }
+
+    /// The default size of each byte budget: an equal part of what the supervisor's share
+    /// leaves after its rest and the Office cache (the operator sizes that share to hold both).
+    fn derived_budget(&self) -> Result<u64, UploadBudgetError> {
+        byte_budget(self.supervisor_overhead(), self.office_cache_bytes).ok_or(
+            UploadBudgetError::NothingLeft {
+                supervisor_overhead: self.supervisor_overhead(),
+                office_cache_bytes: self.office_cache_bytes,
+            },
+        )
     }
 
     /// How bodies must arrive: at most the budget (a body that can never fit is 413, not a 503
@@ -292,6 +303,7 @@ impl ServeArgs {
                 .front_limits
                 .then(|| Duration::from_millis(self.header_read_timeout_ms)),
             write_timeout: self.front_limits.then(|| Duration::from_millis(self.write_timeout_ms)),
+            write_min_rate: self.front_limits.then_some(self.write_min_rate).filter(|r| *r > 0),
         }
     }
 
@@ -381,8 +393,9 @@ fn parse_answer_budget(value: &str) -> Result<AnswerBudget, String> {
 pub enum UploadBudgetError {
     /// The supervisor's share leaves nothing for uploads.
     #[error(
-        "--supervisor-overhead {} MiB leaves no upload budget after 32 MiB for the supervisor at rest and --office-cache-bytes {} MiB: raise the one, lower the other, or set --upload-budget",
+        "--supervisor-overhead {} MiB leaves no upload or answer budget after {} MiB for the supervisor at rest and --office-cache-bytes {} MiB: raise the one, lower the other, or set --upload-budget and --answer-budget",
         supervisor_overhead >> 20,
+        SUPERVISOR_AT_REST >> 20,
         office_cache_bytes >> 20
     )]
     NothingLeft { supervisor_overhead: u64, office_cache_bytes: u64 },
@@ -473,27 +486,27 @@ mod tests {
     }
 
     #[test]
-    fn the_upload_budget_is_the_supervisors_share_less_its_rest_and_the_cache() {
+    fn the_upload_budget_is_half_of_what_the_supervisors_share_leaves() {
         let mib = 1u64 << 20;
-        // The default share holds one largest upload: 196 MiB = 32 + 64 (cache) + 100 (body).
+        // The default share holds a largest upload and a largest answer: 296 MiB = 32 + 64
+        // (cache) + 2 x 100 (body).
         let defaults = serve(&[]);
-        assert_eq!(defaults.supervisor_overhead(), 196 * mib);
+        assert_eq!(defaults.supervisor_overhead(), 296 * mib);
         assert_eq!(defaults.upload_budget().unwrap(), 100 * mib);
         assert_eq!(defaults.body_budget_warning(100 * mib), None);
         // A share set too small for the body limit: 413 past the budget, and a warning.
         let tight = serve(&["--supervisor-overhead", "128Mi"]);
-        assert_eq!(tight.upload_budget().unwrap(), 32 * mib);
-        assert_eq!(tight.body_limits(32 * mib).max_bytes, 32 * mib);
-        assert!(tight.body_budget_warning(32 * mib).unwrap().contains("--supervisor-overhead"));
-        let roomy = serve(&["--supervisor-overhead", "256Mi", "--office-cache-bytes", "0"]);
-        assert_eq!(roomy.upload_budget().unwrap(), 224 * mib);
-        assert_eq!(roomy.body_limits(224 * mib).max_bytes, 100 * mib);
-        assert_eq!(roomy.body_budget_warning(224 * mib), None);
+        assert_eq!(tight.upload_budget().unwrap(), 16 * mib);
+        assert_eq!(tight.body_limits(16 * mib).max_bytes, 16 * mib);
+        assert!(tight.body_budget_warning(16 * mib).unwrap().contains("--supervisor-overhead"));
+        let roomy = serve(&["--supervisor-overhead", "512Mi", "--office-cache-bytes", "0"]);
+        assert_eq!(roomy.upload_budget().unwrap(), 240 * mib);
+        assert_eq!(roomy.body_limits(240 * mib).max_bytes, 100 * mib);
+        assert_eq!(roomy.body_budget_warning(240 * mib), None);
         assert_eq!(serve(&["--upload-budget", "8Mi"]).upload_budget().unwrap(), 8 * mib);
-        assert!(matches!(
-            serve(&["--supervisor-overhead", "64Mi"]).upload_budget(),
-            Err(UploadBudgetError::NothingLeft { .. })
-        ));
+        let none_left = serve(&["--supervisor-overhead", "64Mi"]).upload_budget().unwrap_err();
+        assert!(matches!(none_left, UploadBudgetError::NothingLeft { .. }));
+        assert!(none_left.to_string().contains("after 32 MiB"), "{none_left}");
         assert_eq!(serve(&["--upload-budget", "0"]).upload_budget(), Err(UploadBudgetError::Zero));
     }
 
@@ -526,7 +539,7 @@ mod tests {
         let mib = 1u64 << 20;
         assert_eq!(serve(&[]).answer_budget().unwrap(), 100 * mib);
         let tight = serve(&["--supervisor-overhead", "128Mi"]);
-        assert_eq!(tight.answer_budget().unwrap(), 32 * mib);
+        assert_eq!(tight.answer_budget().unwrap(), 16 * mib);
         assert_eq!(serve(&["--answer-budget", "8Mi"]).answer_budget().unwrap(), 8 * mib);
         assert_eq!(serve(&["--answer-budget", "off"]).answer_budget().unwrap(), u64::MAX);
         assert!(Cli::try_parse_from(["serve", "--answer-budget", "0"]).is_err());
@@ -535,6 +548,11 @@ mod tests {
         let on = serve(&["--write-timeout-ms", "1500"]);
         assert_eq!(on.connection_limits().write_timeout, Some(Duration::from_millis(1500)));
         assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_timeout, None);
+        // So is the write rate floor.
+        assert_eq!(on.connection_limits().write_min_rate, Some(32 << 10));
+        let none = serve(&["--write-min-rate", "0"]).connection_limits();
+        assert_eq!((none.write_min_rate, none.write_timeout.is_some()), (None, true));
+        assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_min_rate, None);
     }
 
     #[test]

@@ -129,6 +129,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         answer_budget = answer_budget,
         header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
         write_timeout_ms = ?args.connection_limits().write_timeout.map(|t| t.as_millis()),
+        write_min_rate = ?args.connection_limits().write_min_rate,
         "front limits"
     );
     // One quarantine for both paths: a document that kills PDFium workers or stalls LibreOffice.
@@ -211,6 +212,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_pages: args.max_pages,
         uploads,
         answers,
+        streamed_documents: Arc::default(),
         thumbnails: args.thumbnail_limits(),
         engine_version,
         auth,

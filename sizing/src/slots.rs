@@ -7,18 +7,37 @@ use crate::MIB;
 /// The least memory kept for the supervisor (HTTP front, queue, buffers) before slots are
 /// counted.
 pub const DEFAULT_SUPERVISOR_OVERHEAD: u64 = 128 * MIB;
-/// What the supervisor needs besides uploads and the Office cache: the runtime, metrics and
-/// worker pipes at rest (about 20 MiB measured) plus answers on their way out.
+/// What the supervisor needs besides its byte budgets and the Office cache: the runtime,
+/// metrics and worker pipes at rest (about 20 MiB measured).
 pub const SUPERVISOR_AT_REST: u64 = 32 * MIB;
 
+/// The supervisor's byte budgets: request bodies being read, and answers waiting to be written.
+/// Both can be full at once (slow senders beside clients that do not read), so its share holds
+/// both.
+const BYTE_BUDGETS: u64 = 2;
+
 /// The supervisor's share of a pod's memory when none is set: what it needs at rest, the Office
-/// cache and room for one largest upload, and never less than [`DEFAULT_SUPERVISOR_OVERHEAD`].
-/// Saturates, so an absurd body limit leaves no slot (a sizing error) instead of wrapping.
+/// cache and a budget of one largest body for uploads and another for answers (a converted or
+/// watermarked PDF is about its upload's size), and never less than
+/// [`DEFAULT_SUPERVISOR_OVERHEAD`]. Saturates, so an absurd body limit leaves no slot (a sizing
+/// error) instead of wrapping.
 pub fn supervisor_share(max_body_bytes: u64, office_cache_bytes: u64) -> u64 {
     SUPERVISOR_AT_REST
         .saturating_add(office_cache_bytes)
-        .saturating_add(max_body_bytes)
+        .saturating_add(max_body_bytes.saturating_mul(BYTE_BUDGETS))
         .max(DEFAULT_SUPERVISOR_OVERHEAD)
+}
+
+/// The size of each of the supervisor's byte budgets (uploads, answers) when none is set: an
+/// equal part of what its share leaves after its rest and the Office cache, so that the two
+/// full at once stay within the share; `None` when nothing is left. From the default share,
+/// one largest body each.
+pub fn byte_budget(supervisor_share: u64, office_cache_bytes: u64) -> Option<u64> {
+    supervisor_share
+        .checked_sub(SUPERVISOR_AT_REST)?
+        .checked_sub(office_cache_bytes)
+        .map(|left| left / BYTE_BUDGETS)
+        .filter(|each| *each > 0)
 }
 
 /// Resource limits of one render pod, already resolved (an unlimited cgroup means the host's).
@@ -183,9 +202,9 @@ mod tests {
     }
 
     #[test]
-    fn the_supervisor_share_holds_one_largest_upload_and_the_office_cache() {
-        // 32 at rest + 64 Office cache + 100 upload
-        assert_eq!(supervisor_share(100 * MIB, 64 * MIB), 196 * MIB);
+    fn the_supervisor_share_holds_a_largest_upload_a_largest_answer_and_the_office_cache() {
+        // 32 at rest + 64 Office cache + 100 upload + 100 answer
+        assert_eq!(supervisor_share(100 * MIB, 64 * MIB), 296 * MIB);
         assert_eq!(supervisor_share(MIB, 0), DEFAULT_SUPERVISOR_OVERHEAD, "never below the floor");
         assert_eq!(supervisor_share(u64::MAX, 64 * MIB), u64::MAX, "saturates, never wraps");
         let policy = SlotPolicy {
@@ -193,6 +212,22 @@ mod tests {
             ..SlotPolicy::default()
         };
         assert!(plan_slots(limits(2000, GIB), policy).is_err(), "no slot, no wrapped figure");
+    }
+
+    #[test]
+    fn each_byte_budget_is_an_equal_part_of_what_the_share_leaves() {
+        // The default share gives back one largest body to each budget, for any body limit
+        // above the share's floor (16 MiB with the 64 MiB cache).
+        for body in [16 * MIB, 100 * MIB, 4 * GIB] {
+            assert_eq!(byte_budget(supervisor_share(body, 64 * MIB), 64 * MIB), Some(body));
+        }
+        assert_eq!(byte_budget(supervisor_share(MIB, 64 * MIB), 64 * MIB), Some(16 * MIB));
+        assert_eq!(byte_budget(256 * MIB, 0), Some(112 * MIB));
+        assert_eq!(byte_budget(97 * MIB, 64 * MIB), Some(MIB / 2), "rounded down");
+        assert_eq!(byte_budget(96 * MIB, 64 * MIB), None, "nothing left");
+        assert_eq!(byte_budget(16 * MIB, 0), None, "less than the rest");
+        assert_eq!(byte_budget(SUPERVISOR_AT_REST + 1, 0), None, "one byte cannot be split");
+        assert_eq!(byte_budget(u64::MAX, 0), Some((u64::MAX - SUPERVISOR_AT_REST) / 2));
     }
 
     #[test]

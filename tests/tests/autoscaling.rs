@@ -52,7 +52,7 @@ const HOLD_LIMIT: Duration = Duration::from_secs(180);
 const LOAD_REQUEST: &str = "/v1/render?page=1&dpi=300";
 const LOAD_DOCUMENT: &str = "pdf/vector.pdf";
 
-/// The small pool: one slot per pod (0.5 CPU rounds up to one slot; (512Mi - 196Mi for the
+/// The small pool: one slot per pod (0.5 CPU rounds up to one slot; (576Mi - 296Mi for the
 /// supervisor) / 256Mi = 1), two jobs queued at most, so a saturated pod refuses quickly; the
 /// operator's HPA between 1 and [`MAX_REPLICAS`] on the busy-slot ratio.
 fn pool_manifest(node_selector: &Value) -> Value {
@@ -65,7 +65,7 @@ fn pool_manifest(node_selector: &Value) -> Value {
             // then on, and nothing re-applies this manifest.
             "replicas": 1,
             "cpu": "500m",
-            "memory": "512Mi",
+            "memory": "576Mi",
             "memoryPerSlot": "256Mi",
             "queueDepth": 2,
             "preStopSeconds": 2,

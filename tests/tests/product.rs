@@ -290,11 +290,11 @@ async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup(
         assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(node.name()));
         assert_eq!(running_image(pod), image);
         eprintln!("render pod {} start to Ready: {}s", pod_name(pod), start_to_ready_seconds(pod));
-        // What the kubelet wrote into the container's cgroup for 600m / 768Mi...
+        // What the kubelet wrote into the container's cgroup for 600m / 832Mi...
         assert_eq!(node.container_cgroup(pod, "cpu", "cpu.cfs_quota_us").unwrap(), "60000");
         assert_eq!(
             node.container_cgroup(pod, "memory", "memory.limit_in_bytes").unwrap(),
-            (768u64 << 20).to_string()
+            (832u64 << 20).to_string()
         );
         // ... is what the pod read from inside, and what its slots came from.
         let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
@@ -303,7 +303,7 @@ async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup(
         assert_eq!(plan["slots"], 1, "{ready}");
         assert_eq!(plan["slots"].as_i64().map(|n| n as i32), status.slots_per_pod);
         assert_eq!(plan["limits"]["cpu_millis"], 600, "{ready}");
-        assert_eq!(plan["limits"]["memory_bytes"], 768u64 << 20, "{ready}");
+        assert_eq!(plan["limits"]["memory_bytes"], 832u64 << 20, "{ready}");
         let cpu_source = plan["limits"]["cpu_source"].as_str().unwrap();
         assert!(
             cpu_source.starts_with("cgroup v1 ") && cpu_source.contains("cpu.cfs_quota_us = 60000"),
@@ -312,7 +312,7 @@ async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup(
         let memory_source = plan["limits"]["memory_source"].as_str().unwrap();
         assert!(
             memory_source.starts_with("cgroup v1 ")
-                && memory_source.contains(&format!("memory.limit_in_bytes = {}", 768u64 << 20)),
+                && memory_source.contains(&format!("memory.limit_in_bytes = {}", 832u64 << 20)),
             "{memory_source}"
         );
     }
@@ -807,9 +807,9 @@ async fn post_owned(url: String, body: Vec<u8>) -> (u16, Vec<u8>) {
     post(&url, body).await
 }
 
-/// Memory of the small render pod of the bomb test: the supervisor's 196Mi share and one
+/// Memory of the small render pod of the bomb test: the supervisor's 296Mi share and one
 /// 192Mi slot, with room to spare.
-const SMALL_MEMORY_MIB: u64 = 448;
+const SMALL_MEMORY_MIB: u64 = 544;
 const SMALL_SLOT_MIB: u64 = 192;
 const MIB: u64 = 1 << 20;
 

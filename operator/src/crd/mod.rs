@@ -107,8 +107,9 @@ pub struct RenderPoolSpec {
     pub cpu: String,
 
     /// Memory of one render pod, requests = limits (e.g. "4Gi"), at most 1Ti. Must hold the
-    /// supervisor's share (32Mi + a 64Mi Office cache + maxBodySize, at least 128Mi; 196Mi by
-    /// default) plus memoryPerSlot for at least one slot.
+    /// supervisor's share (32Mi + a 64Mi Office cache + 2 x maxBodySize for its upload and
+    /// answer budgets, at least 128Mi; 296Mi by default) plus memoryPerSlot for at least one
+    /// slot.
     #[serde(default = "defaults::memory")]
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = bounds::memory("memory", bounds::MEMORY_MIB, "4Gi"))]

@@ -41,24 +41,36 @@ fn cond<'a>(s: &'a RenderPoolStatus, type_: &str) -> &'a Condition {
     s.conditions.iter().find(|c| c.type_ == type_).unwrap()
 }
 
+/// Pool `docs` (generation 1) with `plan`, seen at second 1 with no children, conflicts,
+/// stored status or error: each test sets what it varies on top.
+fn seen(plan: &Result<PoolPlan, SpecError>) -> Observed<'_> {
+    Observed {
+        pool: "docs",
+        generation: Some(1),
+        plan,
+        render: None,
+        applied_generations: (None, None),
+        gotenberg: None,
+        conflicts: &[],
+        previous: None,
+        last_error: None,
+        now: at(1),
+    }
+}
+
 #[test]
 fn ready_pool_reports_slot_figures_and_selector() {
     let plan = validate(&spec_from_yaml("replicas: 3\ncpu: '2'\nmemory: 1Gi")).unwrap();
     let plan = Ok(plan);
     let (render, gotenberg) = (deployment(3, 3), deployment(1, 1));
     let s = compute(&Observed {
-        pool: "docs",
         generation: Some(4),
-        plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
-        conflicts: &[],
-        applied_generations: (None, None),
-        previous: None,
-        last_error: None,
         now: at(100),
+        ..seen(&plan)
     });
-    // 2 CPU -> 2; (1024 - 196) / 512 = 1.6 -> 1 slot per pod, 3 in all
+    // 2 CPU -> 2; (1024 - 296) / 512 = 1.4 -> 1 slot per pod, 3 in all
     assert_eq!((s.slots_per_pod, s.total_slots, s.ready_slots), (Some(1), Some(3), Some(3)));
     assert_eq!(s.last_error, None);
     assert_eq!((s.replicas, s.ready_replicas), (3, 3));
@@ -77,16 +89,11 @@ fn transition_time_moves_only_when_the_condition_flips() {
     let observe = |render: &Deployment, previous: Option<&RenderPoolStatus>, now| {
         let g = deployment(1, 1);
         compute(&Observed {
-            pool: "docs",
-            generation: Some(1),
-            plan: &plan,
             render: Some(render),
             gotenberg: Some(&g),
-            conflicts: &[],
-            applied_generations: (None, None),
             previous,
-            last_error: None,
             now,
+            ..seen(&plan)
         })
     };
     let first = observe(&deployment(2, 1), None, at(100));
@@ -103,24 +110,13 @@ fn transition_time_moves_only_when_the_condition_flips() {
 #[test]
 fn bad_spec_is_degraded_with_the_sizing_message() {
     let plan = validate(&spec_from_yaml("memory: 600Mi"));
-    let s = compute(&Observed {
-        pool: "docs",
-        generation: Some(2),
-        plan: &plan,
-        render: None,
-        gotenberg: None,
-        conflicts: &[],
-        applied_generations: (None, None),
-        previous: None,
-        last_error: None,
-        now: at(1),
-    });
+    let s = compute(&Observed { generation: Some(2), ..seen(&plan) });
     let degraded = cond(&s, DEGRADED);
     assert_eq!(
         (degraded.status.as_str(), degraded.reason.as_str()),
         ("True", "MemoryTooSmallForOneSlot")
     );
-    assert!(degraded.message.contains("needs at least 708 MiB"), "{}", degraded.message);
+    assert!(degraded.message.contains("needs at least 808 MiB"), "{}", degraded.message);
     assert_eq!(cond(&s, READY).status, "False");
     assert_eq!(s.slots_per_pod, None);
     assert!(s.selector.is_some(), "/scale keeps working on a degraded pool");
@@ -130,18 +126,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
 fn stuck_rollout_is_degraded_and_missing_children_are_progressing() {
     let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
     let stuck = past_deadline(deployment(2, 1));
-    let base = |render| Observed {
-        pool: "docs",
-        generation: Some(1),
-        plan: &plan,
-        render,
-        gotenberg: None,
-        conflicts: &[],
-        applied_generations: (None, None),
-        previous: None,
-        last_error: None,
-        now: at(1),
-    };
+    let base = |render| Observed { render, ..seen(&plan) };
     let s = compute(&base(Some(&stuck)));
     assert_eq!(cond(&s, DEGRADED).reason, "RolloutStuck");
     assert_eq!(s.gotenberg_replicas, Some(0));
@@ -156,16 +141,10 @@ fn ready_slots_count_only_ready_pods_and_the_last_error_is_kept() {
     let (render, gotenberg) = (deployment(4, 1), deployment(1, 0));
     let failure = LastError { reason: "Forbidden".into(), message: "apply Deployment: no".into() };
     let s = compute(&Observed {
-        pool: "docs",
-        generation: Some(1),
-        plan: &plan,
         render: Some(&render),
         gotenberg: Some(&gotenberg),
-        conflicts: &[],
-        applied_generations: (None, None),
-        previous: None,
         last_error: Some(failure.clone()),
-        now: at(1),
+        ..seen(&plan)
     });
     // 3 slots per pod; one of four pods ready.
     assert_eq!((s.ready_slots, s.total_slots), (Some(3), Some(12)));
@@ -178,18 +157,7 @@ fn a_name_held_by_another_object_degrades_the_pool_naming_each_object() {
     let plan = Ok(validate(&spec_from_yaml("gotenberg:\n  enabled: false")).unwrap());
     let render = deployment(2, 2);
     let observe = |conflicts: &[String]| {
-        compute(&Observed {
-            pool: "docs",
-            generation: Some(1),
-            plan: &plan,
-            render: Some(&render),
-            gotenberg: None,
-            conflicts,
-            applied_generations: (None, None),
-            previous: None,
-            last_error: None,
-            now: at(1),
-        })
+        compute(&Observed { render: Some(&render), conflicts, ..seen(&plan) })
     };
     let one = observe(&["Service docs-render".into()]);
     for type_ in [READY, PROGRESSING, DEGRADED] {
@@ -236,16 +204,11 @@ fn observe_pool(
 ) -> RenderPoolStatus {
     let plan = Ok(validate(&spec_from_yaml(spec)).unwrap());
     compute(&Observed {
-        pool: "docs",
         generation: Some(7),
-        plan: &plan,
         render: Some(render),
         applied_generations: (applied, None),
         gotenberg,
-        conflicts: &[],
-        previous: None,
-        last_error: None,
-        now: at(1),
+        ..seen(&plan)
     })
 }
 
@@ -332,16 +295,11 @@ fn restricted_says_whether_only_the_clients_reach_the_pool() {
     let observe = |spec: &str, conflicts: &[String], previous: Option<&RenderPoolStatus>| {
         let plan = validate(&spec_from_yaml(spec));
         compute(&Observed {
-            pool: "docs",
             generation: Some(3),
-            plan: &plan,
             render: Some(&render),
-            gotenberg: None,
             conflicts,
-            applied_generations: (None, None),
             previous,
-            last_error: None,
-            now: at(1),
+            ..seen(&plan)
         })
     };
     let open = observe("gotenberg:\n  enabled: false", &[], None);

@@ -112,6 +112,13 @@ pub enum JobError {
          ({bytes} bytes) was dropped: retry later"
     )]
     AnswerBudgetExhausted { bytes: u64, budget: u64, retry_after_secs: u64 },
+    /// The answers waiting to be written leave almost none of the answer budget: new work is
+    /// refused before its body is read, rather than made and its answer thrown away.
+    #[error(
+        "the answers waiting to be sent hold the answer budget ({free} of {budget} bytes free): \
+         retry later"
+    )]
+    AnswersBacklogged { free: u64, budget: u64, retry_after_secs: u64 },
     /// The answer is larger than the whole answer budget: it can never be sent.
     #[error(
         "the answer of {bytes} bytes is larger than the whole answer budget of {budget} bytes: \
@@ -137,7 +144,9 @@ impl JobError {
             JobError::WorkerCrashed { .. } => "worker_crashed",
             JobError::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
             JobError::Quarantined { .. } => "document_quarantined",
-            JobError::AnswerBudgetExhausted { .. } => "answer_budget_exhausted",
+            JobError::AnswerBudgetExhausted { .. } | JobError::AnswersBacklogged { .. } => {
+                "answer_budget_exhausted"
+            }
             JobError::AnswerTooLarge { .. } => "answer_too_large",
         }
     }
@@ -149,6 +158,7 @@ impl JobError {
             JobError::QueueFull { .. }
             | JobError::WouldMissDeadline { .. }
             | JobError::AnswerBudgetExhausted { .. }
+            | JobError::AnswersBacklogged { .. }
             | JobError::Draining => 503,
             JobError::DeadlineExceeded { .. } => 504,
             JobError::WorkerCrashed { .. } => 502,
@@ -163,7 +173,8 @@ impl JobError {
         match self {
             JobError::QueueFull { retry_after_secs, .. }
             | JobError::WouldMissDeadline { retry_after_secs, .. }
-            | JobError::AnswerBudgetExhausted { retry_after_secs, .. } => Some(*retry_after_secs),
+            | JobError::AnswerBudgetExhausted { retry_after_secs, .. }
+            | JobError::AnswersBacklogged { retry_after_secs, .. } => Some(*retry_after_secs),
             JobError::Draining => Some(1),
             JobError::Quarantined { remaining_secs, .. } => Some(*remaining_secs),
             _ => None,

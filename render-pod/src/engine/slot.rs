@@ -238,6 +238,7 @@ async fn run_job(
                     true
                 }
                 Blame::Strike => shared.poison.strike(task.hash, work, Instant::now()),
+                Blame::Acquitted => false,
             };
             tracing::warn!(
                 pid = worker.pid(),

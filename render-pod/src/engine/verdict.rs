@@ -26,6 +26,10 @@ pub enum Blame {
     Guilty,
     /// No cause in the document can be shown (a signal from outside, the pod's OOM killer).
     Strike,
+    /// The ending points away from the document: a job killed at its deadline after waiting
+    /// most of it in the queue. Counting a strike there would let an overloaded pod quarantine
+    /// whatever documents its clients sent while it was full.
+    Acquitted,
 }
 
 /// What follows from an [`Ending`].
@@ -50,7 +54,7 @@ pub fn judge(ending: &Ending, ceiling: Option<u64>) -> Verdict {
             error: JobError::DeadlineExceeded { deadline: *deadline, queued: false },
             restart: "deadline",
             outcome: "deadline",
-            blame: if *ran >= *deadline / 2 { Blame::Guilty } else { Blame::Strike },
+            blame: if *ran >= *deadline / 2 { Blame::Guilty } else { Blame::Acquitted },
         },
         Ending::Reported(FatalReport { signal, cause }) => {
             let died = super::procfs::describe_signal(*signal);
@@ -176,6 +180,6 @@ mod tests {
         let v = judge(&long, None);
         assert_eq!((v.error.status(), v.restart, v.blame), (504, "deadline", Blame::Guilty));
         let queued_most = Ending::Deadline { ran: Duration::from_secs(3), deadline };
-        assert_eq!(judge(&queued_most, None).blame, Blame::Strike);
+        assert_eq!(judge(&queued_most, None).blame, Blame::Acquitted);
     }
 }

@@ -1,20 +1,8 @@
-//! The sizes of the front's byte budgets (the accounting itself is `crate::byte_budget`): request
-//! bodies reserve their bytes before they are read, so the uploads the supervisor holds at once
-//! never add up past its share of the pod's memory. One body reserves at most a share of it when
-//! admitted (the rest as its bytes arrive), so a slow sender of a large body cannot hold the
-//! whole budget while it trickles in. Answers waiting to be written have a budget of the same
-//! size of their own (`--answer-budget`).
-
-use renderpool_sizing::SUPERVISOR_AT_REST;
-
-/// The default budget: the supervisor's share of the pod's memory less what it needs at rest
-/// and the Office cache's budget; `None` when those leave nothing.
-pub fn derived_budget(supervisor_overhead: u64, office_cache_bytes: u64) -> Option<u64> {
-    supervisor_overhead
-        .checked_sub(SUPERVISOR_AT_REST)?
-        .checked_sub(office_cache_bytes)
-        .filter(|left| *left > 0)
-}
+//! What one body reserves of the upload budget (the accounting is `crate::byte_budget`, the
+//! budgets' default sizes `renderpool_sizing::byte_budget`): request bodies reserve their bytes
+//! before they are read, so the uploads the supervisor holds at once never add up past the
+//! budget. One body reserves at most a share of it when admitted (the rest as its bytes
+//! arrive), so a slow sender of a large body cannot hold the whole budget while it trickles in.
 
 /// The default `--upload-admit-share`: a body declared larger than a quarter of the budget
 /// holds that quarter when admitted, and the rest only as it arrives. Uploads of up to a
@@ -32,15 +20,6 @@ pub fn admit_bytes(total: u64, share: f64) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    #[test]
-    fn the_default_leaves_the_supervisor_its_rest_and_the_cache_its_share() {
-        let mib = 1u64 << 20;
-        assert_eq!(derived_budget(128 * mib, 64 * mib), Some(32 * mib));
-        assert_eq!(derived_budget(256 * mib, 0), Some(224 * mib));
-        assert_eq!(derived_budget(96 * mib, 64 * mib), None);
-        assert_eq!(derived_budget(16 * mib, 0), None);
-    }
 
     #[test]
     fn one_body_is_admitted_with_its_share_of_the_budget() {

@@ -3,6 +3,7 @@
 //! queue the work, shape the answer within the answer budget. The filmstrip is in `thumbnails`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -21,6 +22,12 @@ use super::error::ApiError;
 use super::params::{self, Query};
 use super::{body, etag, input, source};
 use crate::byte_budget::Reservation;
+
+/// New work is refused while answers leave less than this part of the answer budget free (a
+/// sixteenth: 6.25 MiB of the default 100 MiB, half a large page image): answers nobody reads
+/// hold it, and the answer of new work would most likely be made, find no room and be thrown
+/// away.
+const ANSWER_ROOM_PART: u64 = 16;
 
 /// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
 /// (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another thread costs more than it saves.
@@ -46,6 +53,28 @@ pub(super) struct Admitted {
     /// The document's bytes in a budget, held as long as the document is: the upload budget's,
     /// or the answer budget's once a streamed answer holds it at its client's pace.
     _held: Arc<Reservation>,
+    /// Counts the document among the answer budget's documents while a streamed answer holds
+    /// it there.
+    _streamed: Option<StreamedDocument>,
+}
+
+/// A document's bytes counted in [`AppState::streamed_documents`] until dropped.
+struct StreamedDocument {
+    bytes: u64,
+    counter: Arc<AtomicU64>,
+}
+
+impl StreamedDocument {
+    fn count(counter: &Arc<AtomicU64>, bytes: u64) -> Self {
+        counter.fetch_add(bytes, Ordering::Relaxed);
+        Self { bytes, counter: counter.clone() }
+    }
+}
+
+impl Drop for StreamedDocument {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl Admitted {
@@ -70,6 +99,7 @@ impl Admitted {
         let bytes = self.doc.len() as u64;
         let reservation = app.answers.reserve(bytes).ok_or_else(|| answer_refused(app, bytes))?;
         self._held = Arc::new(reservation);
+        self._streamed = Some(StreamedDocument::count(&app.streamed_documents, bytes));
         Ok(())
     }
 
@@ -130,14 +160,19 @@ enum Slots {
 }
 
 /// Takes a queue place (for work that needs a slot) and reads and hashes the document within
-/// the byte budget, unless the pod is draining, the queue is full, the wait for a slot would
-/// outlast the request's deadline or the document is quarantined for all work. Every refusal
-/// before the body is read answers at once, without reading it.
+/// the byte budget, unless the pod is draining, unread answers hold the answer budget, the
+/// queue is full, the wait for a slot would outlast the request's deadline or the document is
+/// quarantined for all work. Every refusal before the body is read answers at once, without
+/// reading it.
 async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
         app.metrics.reject("draining");
         return Err(input::refuse(request, JobError::Draining.into()));
+    }
+    if let Some(backlogged) = answers_backlogged(app) {
+        app.metrics.reject("answer_budget");
+        return Err(input::refuse(request, backlogged.into()));
     }
     let headers = request.headers();
     let said = input::request_timeout(headers)
@@ -199,6 +234,7 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
         tagged: false,
         if_none_match,
         _held: upload.reservation,
+        _streamed: None,
     })
 }
 
@@ -260,6 +296,27 @@ pub(super) fn reserved<T: AsRef<[u8]> + Send + 'static>(
         Some(reservation) => Ok(reservation.hold(body)),
         None => Err(answer_refused(app, bytes)),
     }
+}
+
+/// Why new work is refused before its body is read, when answers waiting to be written leave
+/// less than [`ANSWER_ROOM_PART`] of the answer budget free.
+fn answers_backlogged(app: &AppState) -> Option<JobError> {
+    let budget = app.answers.total();
+    let (used, documents) = (app.answers.used(), app.streamed_documents.load(Ordering::Relaxed));
+    backlogged(budget, used, documents).then(|| JobError::AnswersBacklogged {
+        free: budget.saturating_sub(used),
+        budget,
+        retry_after_secs: app.engine.retry_after_secs(),
+    })
+}
+
+/// Whether answers hold all but less than [`ANSWER_ROOM_PART`] of a budget of which `used`
+/// bytes are reserved, `documents` of them by streamed answers' documents. Those do not count:
+/// a filmstrip of a large document is a reader being served, and new work beside it still has
+/// room for ordinary answers.
+fn backlogged(budget: u64, used: u64, documents: u64) -> bool {
+    let answers = used.saturating_sub(documents);
+    budget.saturating_sub(answers) < budget / ANSWER_ROOM_PART
 }
 
 /// Why an answer of `bytes` gets no room in the answer budget.
@@ -398,4 +455,24 @@ pub async fn convert(
     let deadline = doc.timing.effective();
     let converted = app.office.to_pdf(&doc.doc, doc.hash, format, options, deadline).await?;
     Ok(pdf_response(&app, reserved(&app, converted.pdf)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unread_answers_that_fill_the_budget_are_a_backlog_and_a_streamed_document_is_not() {
+        let mib = 1u64 << 20;
+        // Answers hold all but 6 MiB of 100 (a sixteenth is 6.25): refused.
+        assert!(backlogged(100 * mib, 94 * mib, 0));
+        assert!(!backlogged(100 * mib, 93 * mib, 0));
+        // A filmstrip's 95 MiB document and 2 MiB of answers: not a backlog.
+        assert!(!backlogged(100 * mib, 97 * mib, 95 * mib));
+        // Beside a 50 MiB document, answers that hold the other 47 MiB are not either: new work
+        // runs, and an answer that finds no room is dropped as it comes.
+        assert!(!backlogged(100 * mib, 97 * mib, 50 * mib));
+        // No budget (`--answer-budget off`): never.
+        assert!(!backlogged(u64::MAX, 100 * mib, 0));
+    }
 }

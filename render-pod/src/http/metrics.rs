@@ -1,5 +1,5 @@
 //! The front's metrics: bytes in and out, the upload and answer budgets, connections cut off
-//! for not reading, `304` answers; refusals go to the pod's shared [`Rejections`].
+//! for not reading or reading too slowly, `304` answers; refusals go to the pod's shared [`Rejections`].
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -27,6 +27,8 @@ pub struct FrontMetrics {
     pub answer_reserved: Gauge<i64, AtomicI64>,
     /// Connections cut off because a write waited past the write timeout.
     pub write_timeouts: Counter,
+    /// Connections cut off because the client read below the write rate floor.
+    pub write_too_slow: Counter,
     /// Answers `304 Not Modified` (no job ran).
     pub not_modified: Counter,
 }
@@ -43,6 +45,7 @@ impl FrontMetrics {
             answer_budget: Gauge::default(),
             answer_reserved: Gauge::default(),
             write_timeouts: Counter::default(),
+            write_too_slow: Counter::default(),
             not_modified: Counter::default(),
         }
     }
@@ -81,6 +84,12 @@ impl Register for FrontMetrics {
             "write_timeouts",
             "Connections cut off because the client read nothing for the write timeout",
             self.write_timeouts.clone(),
+        );
+        registry.register(
+            "write_too_slow",
+            "Connections cut off because the client read below --write-min-rate over a spell of \
+             writes that waited for it",
+            self.write_too_slow.clone(),
         );
         registry.register(
             "not_modified",

@@ -23,6 +23,7 @@ mod thumbnails;
 pub mod write_timeout;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -108,6 +109,9 @@ pub struct AppState {
     /// The byte budget for answers waiting to be written: workers' answers are reserved in it
     /// by the engine, answers the front makes itself (JSON, filmstrip lines, Office PDFs) here.
     pub answers: Arc<ByteBudget>,
+    /// Bytes of the answer budget that hold documents rather than answers: a streamed answer's
+    /// (a filmstrip's), held at its client's pace. Admission tells the two apart.
+    pub streamed_documents: Arc<AtomicU64>,
     /// Caps on filmstrips.
     pub thumbnails: ThumbnailLimits,
     /// What produces the answers, for their ETags.

@@ -362,6 +362,7 @@ mod tests {
             JobError::MemoryLimitExceeded { ceiling_bytes: 1 },
             JobError::Quarantined { remaining_secs: 1, work: WorkClass::Open },
             JobError::AnswerBudgetExhausted { bytes: 1, budget: 1, retry_after_secs: 1 },
+            JobError::AnswersBacklogged { free: 0, budget: 1, retry_after_secs: 1 },
             JobError::AnswerTooLarge { bytes: 2, budget: 1 },
         ];
         let refusals = [

@@ -1,7 +1,7 @@
 //! Serving the router over HTTP/1.1 connections with a header read timeout: a client whose
 //! request head does not arrive in time, or whose idle keep-alive connection outlasts it, is
 //! disconnected (axum::serve sets no timer, so such connections stayed open for good); one
-//! that stops reading its answer is cut off after the write timeout (`write_timeout`).
+//! that stops reading its answer, or reads a trickle, is cut off (`write_timeout`).
 //! Shutdown stops accepting, closes idle connections and lets requests in flight finish.
 
 use std::sync::Arc;
@@ -25,6 +25,9 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Option<Duration>,
     /// Time a write may wait for the client to read; `None` for no limit.
     pub write_timeout: Option<Duration>,
+    /// Bytes per second a client must average over a spell of writes that waited for it, after
+    /// the first write timeout of it; `None` for no floor (nor without a write timeout).
+    pub write_min_rate: Option<u64>,
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then waits for the connections
@@ -55,8 +58,13 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
-        let stream =
-            WriteTimeout::new(stream, limits.write_timeout, metrics.write_timeouts.clone());
+        let stream = WriteTimeout::new(
+            stream,
+            limits.write_timeout,
+            limits.write_min_rate,
+            metrics.write_timeouts.clone(),
+            metrics.write_too_slow.clone(),
+        );
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let metrics = metrics.clone();
         tokio::spawn(async move {

@@ -29,7 +29,7 @@ fn v2_takes_the_tightest_limit_from_container_and_pod_cgroups() {
         detected.memory_source
     );
     let plan = plan_slots(detected.limits(), SlotPolicy::default()).unwrap();
-    // cpu 2, memory (1024 - 196) / 512 = 1.
+    // cpu 2, memory (1024 - 128, the least supervisor share) / 512 = 1.
     assert_eq!((plan.slots, plan.cpu_slots, plan.memory_slots), (1, 2, 1));
     assert!(plan.reason.starts_with("memory-bound"), "{}", plan.reason);
 }

@@ -12,7 +12,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{MemoryGroup, Server, doc, error_code};
+use common::{MemoryGroup, Server, TWO_SLOT_POD_MEMORY, doc, error_code};
 use render_pod::engine::WORKER_OOM_SCORE_ADJ;
 use renderpool_testkit::bombs;
 
@@ -49,15 +49,15 @@ fn ordinary_renders(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bombs_fail_their_own_job_in_a_pod_sized_group_and_nothing_is_oom_killed() {
-    // A 1 GiB pod of two 384 MiB slots (196 MiB for the supervisor).
-    let Some(group) = MemoryGroup::create("renderpool-ceiling", 1024 * MIB) else {
+    // A pod of two 384 MiB slots beside the supervisor's share.
+    let Some(group) = MemoryGroup::create("renderpool-ceiling", TWO_SLOT_POD_MEMORY) else {
         return;
     };
     let server =
         Arc::new(group.serve(&["--memory-per-slot", "384Mi", "--job-deadline-ms", "60000"]));
     let ready = server.wait_ready().await;
     assert_eq!(ready["plan"]["slots"], 2, "{}", ready["plan"]);
-    assert_eq!(ready["plan"]["limits"]["memory_bytes"], 1024 * MIB, "{}", ready["plan"]);
+    assert_eq!(ready["plan"]["limits"]["memory_bytes"], TWO_SLOT_POD_MEMORY, "{}", ready["plan"]);
     assert_eq!(ready["engine"]["memory_ceiling_bytes"], 384 * MIB);
     let supervisor = server.pid();
     for pid in server.worker_pids().await.into_iter().flatten() {

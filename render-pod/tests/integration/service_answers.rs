@@ -1,9 +1,11 @@
 //! Answers are budgeted too, against the real service: large answers nobody reads fill the
 //! answer budget and no more (in a pod-sized memory cgroup the supervisor stays within its
 //! share and nothing is OOM-killed; answers past the budget are refused 503
-//! answer_budget_exhausted with Retry-After; clients that read are served); a client that stops
-//! reading is cut off after the write timeout and its answer's bytes are given back; a streamed
-//! filmstrip whose client stops reading holds answer bytes, not the uploads' room.
+//! answer_budget_exhausted with Retry-After; clients that read are served); once they leave
+//! less than a sixteenth of it, new work is refused before its body is read; a client that
+//! stops reading is cut off after the write timeout, one that reads a trickle for its rate, and
+//! their answers' bytes are given back; a streamed filmstrip whose client stops reading holds
+//! answer bytes, not the uploads' room.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -11,7 +13,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{LARGEST_BODY, MemoryGroup, ONE_LARGEST_BODY, Server, doc, raw};
+use common::{LARGEST_BODY, MemoryGroup, ONE_LARGEST_BODY, Server, TWO_SLOT_POD_MEMORY, doc, raw};
 use renderpool_testkit::bombs;
 use renderpool_testkit::wait;
 
@@ -34,11 +36,11 @@ fn rss(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group() {
-    // A 1 GiB pod of two 384 MiB slots, 196 MiB for the supervisor: 100 MiB of it for answers
+    // A pod of two 384 MiB slots beside the supervisor's 296 MiB: 100 MiB of it for answers
     // (the default), uploads held to 32 MiB so that what is measured is the answers. A queue
     // of 16 with time enough to work it off, so that renders for unread clients keep coming
     // while the first ones are held (for the default write timeout, 30 s).
-    let Some(group) = MemoryGroup::create("renderpool-answers", 1024 * MIB) else {
+    let Some(group) = MemoryGroup::create("renderpool-answers", TWO_SLOT_POD_MEMORY) else {
         return;
     };
     let flags = [
@@ -54,7 +56,7 @@ async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group(
     let server = Arc::new(group.serve(&flags));
     let ready = server.wait_ready().await;
     assert_eq!(ready["plan"]["slots"], 2, "{}", ready["plan"]);
-    let share = 196 * MIB;
+    let share = 296 * MIB;
     let budget = server.metric("renderpod_answer_budget_bytes", &[]).await;
     assert_eq!(budget, (100 * MIB) as f64);
     let supervisor = server.pid();
@@ -68,24 +70,14 @@ async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group(
 
     // Waves of clients that send the render and never read, 300 in all, while the supervisor's
     // memory is sampled.
-    let mut unread_clients = Vec::new();
     let mut peak = 0;
     let mut reserved_peak = 0.0f64;
-    for _ in 0..30 {
-        let wave: Vec<_> = (0..10)
-            .map(|_| {
-                let (addr, page) = (addr.clone(), page.clone());
-                tokio::spawn(async move { raw::unread(&addr, NOISY_RENDER, &page, "").await })
-            })
-            .collect();
-        for client in wave {
-            unread_clients.push(client.await.unwrap());
-        }
+    let unread_clients = raw::unread_waves(&addr, NOISY_RENDER, &page, async || {
         peak = peak.max(rss(supervisor));
         reserved_peak =
             reserved_peak.max(server.metric("renderpod_answer_reserved_bytes", &[]).await);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     // The renders queued for them come out and are held, until the first of these clients is
     // cut off (the write timeout, 30 s after its answer stalled); sampled all along.
     let give_up = std::time::Instant::now() + Duration::from_secs(120);
@@ -219,4 +211,73 @@ async fn a_stalled_filmstrip_holds_answer_bytes_not_the_uploads_room() {
     assert_eq!(server.metric("renderpod_upload_reserved_bytes", &[]).await, 0.0);
     drop(stalled);
     server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_answers_that_fill_the_budget_refuse_new_work_before_its_body_is_read() {
+    // What one answer weighs, on a service with room for it.
+    let page = noisy_page();
+    let answer_len = {
+        let server = Server::start(&["--slots", "1"]);
+        server.wait_ready().await;
+        let first = server.post(NOISY_RENDER, page.clone()).await;
+        assert_eq!(first.status(), 200);
+        first.bytes().await.unwrap().len() as u64
+    };
+    // A budget that one unread answer fills to within a 32nd of it: less than a 16th is left.
+    let budget = (answer_len + answer_len / 32).to_string();
+    let server = Server::start(&["--slots", "1", "--answer-budget", &budget]);
+    server.wait_ready().await;
+    let addr = raw::addr(&server.base);
+    let stalled = raw::unread(&addr, NOISY_RENDER, &page, "").await;
+    server.wait_metric("renderpod_answer_reserved_bytes", &[], answer_len as f64).await;
+    let bytes_in = server.metric("renderpod_bytes_in_total", &[]).await;
+    let ordinary = doc("pdf/masks.pdf");
+    let refused = raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
+    assert!(!refused.invited, "its body was asked for");
+    assert_eq!(refused.answer.status, 503);
+    assert_eq!(refused.answer.code(), "answer_budget_exhausted", "{:?}", refused.answer);
+    assert!(refused.answer.header("retry-after").is_some());
+    assert!(String::from_utf8_lossy(&refused.answer.body).contains("bytes free"));
+    assert_eq!(server.metric("renderpod_bytes_in_total", &[]).await, bytes_in, "a body was read");
+    let rejected = server.metric("renderpod_rejections_total", &["reason=\"answer_budget\""]).await;
+    assert_eq!(rejected, 1.0);
+    // Once the stalled client is gone, its bytes come back and new work is taken again.
+    drop(stalled);
+    server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+    let served = raw::upload_expecting_continue(&addr, "/v1/info", &ordinary, "").await;
+    assert!(served.invited);
+    assert_eq!(served.answer.status, 200, "{:?}", served.answer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_a_trickle_is_cut_off_for_its_rate_though_each_write_progresses() {
+    // Writes may wait 10 s each, and a spell of them must average 1 MiB/s after its first
+    // 10 s. The client reads 256 KiB/s: the kernel wakes the server's blocked write each time
+    // about 1.4 MB of its send buffer is free (every 5.5 s or so), so no write waits near
+    // 10 s, yet the answer (13 MB, 50 s at that rate) is cut off for its rate.
+    let flags = ["--slots", "1", "--write-timeout-ms", "10000", "--write-min-rate", "1Mi"];
+    let server = Server::start(&flags);
+    server.wait_ready().await;
+    let addr = raw::addr(&server.base);
+    let page = noisy_page();
+    let mut trickle = raw::unread(&addr, NOISY_RENDER, &page, "").await;
+    let (answer, took) = raw::read_paced(&mut trickle, 256 << 10).await;
+    assert_eq!(answer.status, 200);
+    let declared: usize = answer.header("content-length").unwrap().parse().unwrap();
+    // The end arrives after what the kernel's buffers held when the server cut it off.
+    println!(
+        "a reader of 256 KiB/s: its end after {:.1} s, {:.1} of {:.1} MiB read",
+        took.as_secs_f64(),
+        answer.body.len() as f64 / MIB as f64,
+        declared as f64 / MIB as f64
+    );
+    assert!(answer.body.len() < declared, "the whole answer arrived");
+    assert_eq!(server.metric("renderpod_write_too_slow_total", &[]).await, 1.0);
+    assert_eq!(server.metric("renderpod_write_timeouts_total", &[]).await, 0.0, "a timeout cut it");
+    server.wait_metric_at("renderpod_answer_reserved_bytes", &[], 0.0).await;
+    // A client that reads at its own pace is served the whole answer.
+    let next = server.post(NOISY_RENDER, page).await;
+    assert_eq!(next.status(), 200);
+    assert_eq!(next.bytes().await.unwrap().len(), declared);
 }

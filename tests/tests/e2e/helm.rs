@@ -258,7 +258,7 @@ async fn example_renderpool_becomes_ready_under_the_charts_rbac() {
     })
     .await;
     let ready = ready.unwrap_or_else(|t| panic!("{t}; operator log:\n{}", operator.log()));
-    // 2.2 CPU / 2Gi at 512Mi per slot: cpu allows 2, memory (2048-128)/512 = 3 -> 2 slots x 3 pods.
+    // 2.2 CPU / 2Gi at 512Mi per slot: cpu allows 2, memory (2048-296)/512 = 3 -> 2 slots x 3 pods.
     assert_eq!(ready, "True 2 6");
     assert!(
         !operator.log().contains("forbidden"),

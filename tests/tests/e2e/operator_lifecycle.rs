@@ -195,8 +195,11 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     .await;
     let (_, reason, message) = condition(&pool, "Degraded").unwrap();
     assert_eq!(reason, "MemoryTooSmallForOneSlot");
-    assert!(message.contains("needs at least 708 MiB"), "{message}");
-    assert!(message.contains("raise spec.memory or lower spec.memoryPerSlot"), "{message}");
+    assert!(message.contains("needs at least 808 MiB"), "{message}");
+    assert!(
+        message.contains("raise spec.memory, or lower spec.memoryPerSlot or spec.maxBodySize"),
+        "{message}"
+    );
     assert_eq!(condition(&pool, "Ready").unwrap().0, "False");
     // The running pods are left alone: the Deployment keeps the last good memory.
     let render = deployments.get("tight-render").await.unwrap();
@@ -212,7 +215,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
         })
     })
     .await;
-    assert!(warning.note.unwrap_or_default().contains("708 MiB"));
+    assert!(warning.note.unwrap_or_default().contains("808 MiB"));
 
     // Fixing the spec recovers.
     let mut spec = base_spec();
@@ -220,7 +223,7 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     kubectl_apply(cluster, ns.name(), &pool_manifest("tight", spec)).unwrap();
     let pool = wait_pool(&pools, "tight", WAIT, is_settled).await;
     assert_eq!(condition(&pool, "Degraded").unwrap().0, "False");
-    // (1280 - 196) / 512 = 2.1 -> 2 by memory, 1 by CPU: 1 slot.
+    // (1280 - 296) / 512 = 1.9 -> 1 by memory, 1 by CPU: 1 slot.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(1));
 }
 

@@ -86,7 +86,7 @@ async fn edge_case_specs_are_refused_up_front_or_degraded_and_nothing_breaks() {
     let status = pool.status.unwrap();
     let last = status.last_error.expect("the failure is in status.lastError");
     assert_eq!(last.reason, "MemoryTooSmallForOneSlot");
-    assert!(last.message.contains("needs at least 708 MiB"), "{}", last.message);
+    assert!(last.message.contains("needs at least 808 MiB"), "{}", last.message);
     let made = deployments.list(&ListParams::default()).await.unwrap();
     assert!(made.items.is_empty(), "no child from a spec that cannot be sized");
 

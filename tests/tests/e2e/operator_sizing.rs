@@ -30,7 +30,7 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     vec![
-        // cpu 3 -> 3 slots; memory (4096 - 196) / 512 = 7.6 -> 7; min = 3 per pod, 6 in all.
+        // cpu 3 -> 3 slots; memory (4096 - 296) / 512 = 7.4 -> 7; min = 3 per pod, 6 in all.
         Case {
             name: "cpu-bound",
             spec: json!({"replicas": 2, "cpu": "3", "memory": "4Gi"}),
@@ -41,7 +41,7 @@ fn cases() -> Vec<Case> {
             gotenberg_replicas: 1,
             office_per_pod: "1",
         },
-        // cpu 2 -> 2; memory (1024 - 196) / 512 = 1.6 -> 1; one slot per pod, 3 in all.
+        // cpu 2 -> 2; memory (1024 - 296) / 512 = 1.4 -> 1; one slot per pod, 3 in all.
         Case {
             name: "memory-bound",
             spec: json!({"replicas": 3, "cpu": "2", "memory": "1Gi", "memoryPerSlot": "512Mi",
@@ -54,7 +54,7 @@ fn cases() -> Vec<Case> {
             gotenberg_replicas: 2,
             office_per_pod: "1",
         },
-        // cpu 1500m -> 1 (rounded down); memory (3072 - 196) / 256 = 11.2 -> 11; one slot per pod.
+        // cpu 1500m -> 1 (rounded down); memory (3072 - 296) / 256 = 10.8 -> 10; one slot per pod.
         Case {
             name: "fractional",
             spec: json!({"replicas": 2, "cpu": "1500m", "memory": "3Gi", "memoryPerSlot": "256Mi",
@@ -67,7 +67,7 @@ fn cases() -> Vec<Case> {
             gotenberg_replicas: 4,
             office_per_pod: "2",
         },
-        // cpu 8 -> 8; memory (8192 - 196) / 1024 = 7.8 -> 7: memory decides, 7 slots.
+        // cpu 8 -> 8; memory (8192 - 296) / 1024 = 7.7 -> 7: memory decides, 7 slots.
         Case {
             name: "wide",
             spec: json!({"replicas": 1, "cpu": "8", "memory": "8Gi", "memoryPerSlot": "1Gi"}),
@@ -175,6 +175,6 @@ async fn a_pod_larger_than_any_node_keeps_the_pool_not_ready() {
     .await;
     let (_, _, message) = condition(&pool, "Ready").unwrap();
     assert!(message.contains("0 of 1 render pod ready"), "{message}");
-    // min(20 cores, (4096 - 196) / 512 = 7) = 7: the figures are known even while pods wait.
+    // min(20 cores, (4096 - 296) / 512 = 7) = 7: the figures are known even while pods wait.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(7));
 }

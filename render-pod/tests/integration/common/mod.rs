@@ -58,6 +58,10 @@ pub const LARGEST_BODY: usize = 16 << 20;
 /// The body rate floor of [`ONE_LARGEST_BODY`], in bytes per second.
 pub const FLOOR_RATE: u64 = 768 << 10;
 
+/// The memory of a pod of two 384 MiB slots (`--memory-per-slot 384Mi`) beside the
+/// supervisor's default share (296 MiB): 1088 MiB, 24 MiB to spare.
+pub const TWO_SLOT_POD_MEMORY: u64 = 1088 << 20;
+
 /// A one-page PDF of exactly `len` bytes (padded with noise).
 pub fn pdf_of_len(len: usize) -> Vec<u8> {
     let probe = len.saturating_sub(4096);

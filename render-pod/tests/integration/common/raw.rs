@@ -133,6 +133,58 @@ pub async fn unread(addr: &str, path: &str, body: &[u8], extra: &str) -> TcpStre
     stream
 }
 
+/// 300 clients in waves of 10, 200 ms apart, that each send `POST path` with `body` and never
+/// read the answer ([`unread`]); `sample` runs after each wave (what a test or bench measures
+/// meanwhile). Their connections, open until dropped.
+pub async fn unread_waves(
+    addr: &str,
+    path: &'static str,
+    body: &Arc<Vec<u8>>,
+    mut sample: impl AsyncFnMut(),
+) -> Vec<TcpStream> {
+    let mut clients = Vec::new();
+    for _ in 0..30 {
+        let wave: Vec<_> = (0..10)
+            .map(|_| {
+                let (addr, body) = (addr.to_string(), body.clone());
+                tokio::spawn(async move { unread(&addr, path, &body, "").await })
+            })
+            .collect();
+        for client in wave {
+            clients.push(client.await.unwrap());
+        }
+        sample().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    clients
+}
+
+/// Reads the answer on `stream` (a request already sent) at `rate` bytes per second, in pieces
+/// every 20 ms paced on the clock, until it is all in or the server ends it: the answer as far
+/// as it came, and how long from its head to the end.
+pub async fn read_paced(stream: &mut TcpStream, rate: u64) -> (Answer, Duration) {
+    let mut buffer = Vec::new();
+    let mut answer = read_head(stream, &mut buffer).await.expect("no answer");
+    let length: Option<usize> = answer.header("content-length").and_then(|v| v.parse().ok());
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut chunk = vec![0u8; 1 << 20];
+    while length.is_none_or(|len| buffer.len() < len) {
+        tick.tick().await;
+        let due = (start.elapsed().as_secs_f64() * rate as f64) as usize;
+        let take = due.saturating_sub(buffer.len()).min(chunk.len());
+        if take == 0 {
+            continue;
+        }
+        match stream.read(&mut chunk[..take]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    answer.body = buffer;
+    (answer, start.elapsed())
+}
+
 /// Whether the server closes `stream` within `within` (reads nothing but the end).
 pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     let mut chunk = [0u8; 1024];
