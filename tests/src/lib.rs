@@ -2,12 +2,14 @@
 //! as a process, the image archives and their runc containers, and helpers shared by the tests.
 
 pub mod balancer;
+pub mod chart;
 pub mod cluster;
 pub mod gotenberg;
 pub mod load;
 mod mounts;
 pub mod oci;
 pub mod operator;
+pub mod panels;
 mod process;
 pub mod render_pod;
 pub mod runc;
