@@ -6,6 +6,7 @@ use crate::build::{Component, MissingMetadata, build, child_name};
 use crate::crd::{LastError, RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
 use crate::ownership::owned_by;
+use crate::pool_figures;
 use crate::status::{NAME_CONFLICT, Observed, compute, name_conflict};
 use crate::trace::reconcile_span;
 use crate::validate::{SpecError, validate};
@@ -171,6 +172,9 @@ pub async fn run(
                 .boxed(),
         );
     }
+    // The pool gauges read the pool caches while this leader runs; they go with it.
+    let pool_caches: Vec<_> = caches.iter().map(|c| c.pools.clone()).collect();
+    let _pools_exported = metrics.export_pools(move || pool_figures::of_stores(&pool_caches));
     // Ready once every cache is filled: before that, a pool would look childless.
     let watchdog = async {
         let filled = futures::future::join_all(caches.iter().map(Caches::filled));
@@ -506,6 +510,24 @@ fn reconcile_backoff() -> Backoff {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn every_error_kind_is_one_the_metrics_export_at_zero() {
+        let status = kube::core::Status::failure("gone", "NotFound").with_code(404).boxed();
+        let errors = [
+            ReconcileError::Apply(ApplyError {
+                action: "apply",
+                kind: "Deployment".into(),
+                namespace: "docs".into(),
+                name: "p-render".into(),
+                source: kube::Error::Api(status.clone()),
+            }),
+            ReconcileError::Status("docs/p".into(), kube::Error::Api(status)),
+            ReconcileError::Metadata(MissingMetadata("uid")),
+        ];
+        let kinds: Vec<&str> = errors.iter().map(ReconcileError::kind).collect();
+        assert_eq!(kinds, crate::metrics::RECONCILE_ERROR_KINDS);
+    }
 
     #[test]
     fn a_failing_pool_waits_twice_as_long_each_time_up_to_five_minutes() {

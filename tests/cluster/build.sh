@@ -93,8 +93,9 @@ go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <dest> 
   (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@") ||
     return 1
   touch "$dest/.complete" || return 1
-  # Drop this tool's older builds so the cache holds one per tool.
-  find "$cache/go" -maxdepth 1 -name "$wrapper-*" ! -path "$dest" -exec rm -rf {} +
+  # Drop this tool's older builds so the cache holds one per tool ("$wrapper-v*": a bare
+  # "prometheus-*" would take prometheus-adapter's build too).
+  find "$cache/go" -maxdepth 1 -name "$wrapper-v*" ! -path "$dest" -exec rm -rf {} +
   echo "built $wrapper in $((SECONDS - start))s"
   link_build "$dest" "$link_dir"
 }
@@ -163,9 +164,10 @@ build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" git
 # stands for (v0.316.0 is Prometheus 3.16.0).
 prometheus_version=$(module_version prometheus github.com/prometheus/prometheus)
 prometheus_release=$(echo "$prometheus_version" | sed -E 's/^v0\.([0-9])0?([0-9]+)\.([0-9]+)$/\1.\2.\3/')
+# promtool (checks the chart's alerting rules) shares the server's packages: one go build.
 BUILD_TAGS="remove_all_sd enable_kubernetes_sd" build prometheus "$prometheus_version" \
   "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
-  github.com/prometheus/prometheus/cmd/prometheus
+  github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)" "-s -w" \
   sigs.k8s.io/prometheus-adapter/cmd/adapter
 # KEDA is not built: its ScaledObject CRD (from the module source, checked against the pinned

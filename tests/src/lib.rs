@@ -2,6 +2,7 @@
 //! server and S3 server for durable jobs, the render pod as a process, the image archives and their runc containers, and helpers shared by the tests.
 
 pub mod balancer;
+pub mod chart;
 pub mod cluster;
 pub mod gotenberg;
 pub mod jobs;
@@ -10,6 +11,7 @@ mod mounts;
 pub mod nats;
 pub mod oci;
 pub mod operator;
+pub mod panels;
 mod process;
 pub mod render_pod;
 pub mod runc;

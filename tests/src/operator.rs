@@ -223,7 +223,12 @@ impl OperatorProcess {
 
     /// URL of its Prometheus endpoint.
     pub fn metrics_url(&self) -> String {
-        format!("http://127.0.0.1:{}/metrics", self.port)
+        format!("http://{}/metrics", self.listen_address())
+    }
+
+    /// `127.0.0.1:PORT`, where it serves `/metrics` (a Prometheus target).
+    pub fn listen_address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// The current Prometheus text.

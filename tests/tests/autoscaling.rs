@@ -26,13 +26,22 @@ use renderpool_testkit::wait;
 use renderpool_tests::cluster::metrics::rules_path;
 use renderpool_tests::cluster::{Cluster, HPA_SYNC_SECONDS, run, run_with_input};
 use renderpool_tests::load::{Load, Tally};
-use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE_NAMESPACE};
+use renderpool_tests::operator::{OperatorProcess, RELEASE_NAMESPACE};
 use renderpool_tests::repo_root;
 use serde_json::{Value, json};
 
 #[path = "e2e/operator_support.rs"]
 mod operator_support;
 use operator_support::{is_settled, wait_pool};
+
+#[path = "autoscaling/alerting.rs"]
+mod alerting;
+
+/// One real-node test at a time: each fills the node's two CPUs with its pool.
+async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
 
 const POOL: &str = "ramp";
 /// The ceiling of the ramp pool: three render pods of 500m fit the node's 2 CPUs (the operator
@@ -52,33 +61,44 @@ const HOLD_LIMIT: Duration = Duration::from_secs(180);
 const LOAD_REQUEST: &str = "/v1/render?page=1&dpi=300";
 const LOAD_DOCUMENT: &str = "pdf/vector.pdf";
 
-/// The small pool: one slot per pod (0.5 CPU rounds up to one slot; (576Mi - 296Mi for the
-/// supervisor) / 256Mi = 1), two jobs queued at most, so a saturated pod refuses quickly; the
-/// operator's HPA between 1 and [`MAX_REPLICAS`] on the busy-slot ratio.
-fn pool_manifest(node_selector: &Value) -> Value {
+/// A pool of small pods: one slot each (0.5 CPU rounds up to one slot; (576Mi - 296Mi for the
+/// supervisor) / 256Mi = 1), two jobs queued at most, so a saturated pod refuses quickly; one
+/// replica to start with. `more` adds to its spec (Gotenberg, autoscaling).
+fn one_slot_pool(name: &str, node_selector: &Value, more: Value) -> Value {
+    let mut spec = json!({
+        // Where the ramp starts (rather than the default 2); an HPA owns the field from then
+        // on, and nothing re-applies the manifest.
+        "replicas": 1,
+        "cpu": "500m",
+        "memory": "576Mi",
+        "memoryPerSlot": "256Mi",
+        "queueDepth": 2,
+        "preStopSeconds": 2,
+        "nodeSelector": node_selector,
+    });
+    if let (Some(spec), Value::Object(more)) = (spec.as_object_mut(), more) {
+        spec.extend(more);
+    }
     json!({
         "apiVersion": "renderpool.dev/v1alpha1",
         "kind": "RenderPool",
-        "metadata": { "name": POOL },
-        "spec": {
-            // Where the ramp starts (rather than the default 2); the HPA owns the field from
-            // then on, and nothing re-applies this manifest.
-            "replicas": 1,
-            "cpu": "500m",
-            "memory": "576Mi",
-            "memoryPerSlot": "256Mi",
-            "queueDepth": 2,
-            "preStopSeconds": 2,
-            "nodeSelector": node_selector,
-            "gotenberg": { "enabled": false },
-            "autoscaling": {
-                "minReplicas": 1,
-                "maxReplicas": MAX_REPLICAS,
-                "targetBusyPercent": TARGET_BUSY_PERCENT,
-                "scaleDownStabilizationSeconds": SCALE_DOWN_WINDOW_SECONDS,
-            },
-        },
+        "metadata": { "name": name },
+        "spec": spec,
     })
+}
+
+/// The ramp's pool: the operator's HPA between 1 and [`MAX_REPLICAS`] on the busy-slot ratio.
+fn pool_manifest(node_selector: &Value) -> Value {
+    let autoscaling = json!({
+        "gotenberg": { "enabled": false },
+        "autoscaling": {
+            "minReplicas": 1,
+            "maxReplicas": MAX_REPLICAS,
+            "targetBusyPercent": TARGET_BUSY_PERCENT,
+            "scaleDownStabilizationSeconds": SCALE_DOWN_WINDOW_SECONDS,
+        },
+    });
+    one_slot_pool(POOL, node_selector, autoscaling)
 }
 
 fn apply(cluster: &Cluster, namespace: &str, object: &Value) {
@@ -206,10 +226,11 @@ async fn render_replica_sets(client: &kube::Client, namespace: &str) -> Vec<Stri
 
 #[tokio::test]
 async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window() {
+    let _turn = turn().await;
     // The chart first, while only kwok nodes exist: its operator pods are bound there (kwok
     // plays them, nothing runs), and the operator that works is this workspace's binary with
     // the chart's ServiceAccount token. The real node's CPUs are left to the render pods.
-    let operator = OperatorProcess::start(ChartInstall::shared().await).await;
+    let operator = OperatorProcess::shared().await;
     let cluster = Cluster::shared_with_real_node();
     let node = cluster.real_node();
     let started = Instant::now();

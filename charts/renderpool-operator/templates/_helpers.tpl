@@ -63,3 +63,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [events]
   verbs: [create, patch]
 {{- end -}}
+
+{{- /* One alerting rule of the PrometheusRule: name, expr, severity, summary and description
+       from the caller; its `for`, the extra alert labels and the runbook link (the section
+       named like the alert) from .rule (the prometheusRule values). */}}
+{{- define "renderpool-operator.alert" -}}
+- alert: {{ .name }}
+  expr: |-
+    {{- .expr | trim | nindent 4 }}
+  for: {{ required (printf "prometheusRule.for.%s is required" .name) (index .rule.for .name) }}
+  labels:
+    {{- toYaml (merge (dict "severity" .severity) .rule.alertLabels) | nindent 4 }}
+  annotations:
+    {{- toYaml (dict "summary" .summary "description" .description "runbook_url" (printf "%s#%s" .rule.runbookUrl (lower .name))) | nindent 4 }}
+{{- end -}}

@@ -4,27 +4,14 @@
 use std::time::Duration;
 
 use renderpool_testkit::wait;
+use renderpool_tests::chart::{self, documents, template};
 use renderpool_tests::cluster::{Cluster, run};
 use renderpool_tests::operator::{ChartInstall, OperatorProcess, RELEASE, RELEASE_NAMESPACE};
 use renderpool_tests::repo_root;
 
-fn chart() -> String {
-    repo_root().join("charts/renderpool-operator").to_string_lossy().into_owned()
-}
-
-fn template(extra: &[&str]) -> Result<String, String> {
-    run(Cluster::shared().helm().args(["template", "rp", &chart(), "-n", "rp-system"]).args(extra))
-        .map_err(|err| err.to_string())
-}
-
-/// The rendered documents of one kind.
-fn documents<'a>(rendered: &'a str, kind: &str) -> Vec<&'a str> {
-    rendered.split("\n---").filter(|doc| doc.contains(&format!("\nkind: {kind}\n"))).collect()
-}
-
 #[test]
 fn chart_lints_strictly() {
-    let out = run(Cluster::shared().helm().args(["lint", "--strict", &chart()])).unwrap();
+    let out = run(Cluster::shared().helm().args(["lint", "--strict"]).arg(chart::path())).unwrap();
     assert!(out.contains("0 chart(s) failed"), "{out}");
 }
 

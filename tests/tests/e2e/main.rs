@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helm;
+mod monitoring;
 mod operator_access;
 mod operator_autoscaling;
 mod operator_conflict;

@@ -5,7 +5,9 @@
 //!
 //! Both run with what the product ships in `deploy/autoscaling/`: Prometheus with its scrape
 //! job ([`scrape_config_path`]), the adapter with its rules ([`rules_path`]), so the tested
-//! pipeline is the documented one.
+//! pipeline is the documented one. A test may also have Prometheus scrape an operator process
+//! ([`MetricsPipeline::scrape_operator`]) and evaluate alerting rules
+//! ([`MetricsPipeline::load_rules`], [`MetricsPipeline::alerts`]).
 
 mod adapter;
 mod prometheus;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use renderpool_sizing::parse_decimal_si;
 
 pub use adapter::{RELIST_SECONDS, rules_path};
-pub use prometheus::{SCRAPE_SECONDS, scrape_config_path};
+pub use prometheus::{OPERATOR_JOB, SCRAPE_SECONDS, operator_job, scrape_config_path};
 
 use super::components::{spawn, wait_until};
 use super::{Cluster, ClusterError, run, run_with_input};
@@ -27,6 +29,24 @@ use crate::free_port;
 pub struct MetricsPipeline {
     prometheus_url: String,
     daemons: Vec<(&'static str, u32)>,
+    files: prometheus::Files,
+}
+
+/// One alert Prometheus holds (`/api/v1/alerts`): pending, or firing once its `for:` passed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alert {
+    pub name: String,
+    /// `pending` or `firing`.
+    pub state: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One series of a Prometheus range query: its labels and its points (Unix seconds, value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeSeries {
+    pub labels: BTreeMap<String, String>,
+    pub points: Vec<(f64, f64)>,
 }
 
 /// One sample of a Prometheus instant query: its labels and value.
@@ -43,10 +63,76 @@ impl MetricsPipeline {
         std::fs::create_dir_all(&dir)?;
         let mut daemons = Vec::new();
         let prometheus_port = free_port();
-        daemons.push(("prometheus", start_prometheus(cluster, &dir, prometheus_port)?));
+        let files = prometheus::Files::in_dir(&dir);
+        std::fs::create_dir_all(&files.rules)?;
+        std::fs::write(&files.operator_targets, "[]")?;
+        daemons.push(("prometheus", start_prometheus(cluster, &dir, &files, prometheus_port)?));
         let prometheus_url = format!("http://127.0.0.1:{prometheus_port}");
         daemons.push(("prometheus-adapter", start_adapter(cluster, &dir, &prometheus_url)?));
-        Ok(MetricsPipeline { prometheus_url, daemons })
+        Ok(MetricsPipeline { prometheus_url, daemons, files })
+    }
+
+    /// Has Prometheus scrape the operator whose `/metrics` listens at `address` (`host:port`),
+    /// as [`OPERATOR_JOB`]; it finds the target within seconds, without a reload.
+    pub fn scrape_operator(&self, address: &str) -> Result<(), ClusterError> {
+        let targets = serde_json::json!([{ "targets": [address] }]);
+        // Written whole, then renamed: the watcher never reads half a file.
+        let partial = self.files.operator_targets.with_extension("json.partial");
+        std::fs::write(&partial, targets.to_string())?;
+        std::fs::rename(&partial, &self.files.operator_targets)?;
+        Ok(())
+    }
+
+    /// Loads `rules` (a rule file: `{"groups": [...]}`, as a PrometheusRule's spec holds it) as
+    /// the rule file `name`, has Prometheus reload (SIGHUP), and waits until its API lists each
+    /// of the file's groups with every rule.
+    pub async fn load_rules(
+        &self,
+        name: &str,
+        rules: &serde_json::Value,
+    ) -> Result<(), ClusterError> {
+        let wanted = rule_names(rules)?;
+        std::fs::write(self.files.rules.join(format!("{name}.yaml")), rules.to_string())?;
+        let pid = self.daemons.iter().find(|(daemon, _)| *daemon == "prometheus").map(|d| d.1);
+        let pid = pid.ok_or_else(|| ClusterError::Setup("no prometheus daemon".into()))?;
+        crate::process::signal(pid, libc::SIGHUP);
+        let what = format!("Prometheus listing the rules of {name}");
+        let listed =
+            renderpool_testkit::wait::try_until(&what, Duration::from_secs(30), || async {
+                let body = self.get("/api/v1/rules", &[]).await;
+                let loaded = body.and_then(|body| parse_rule_names(&body));
+                match loaded {
+                    Ok(loaded) if wanted.iter().all(|rule| loaded.contains(rule)) => Ok(()),
+                    other => Err(other),
+                }
+            })
+            .await;
+        listed.map_err(|err| ClusterError::Setup(err.to_string()))
+    }
+
+    /// The alerts Prometheus holds now, pending and firing.
+    pub async fn alerts(&self) -> Result<Vec<Alert>, ClusterError> {
+        let body = self.get("/api/v1/alerts", &[]).await;
+        body.and_then(|body| parse_alerts(&body))
+            .map_err(|err| ClusterError::Setup(format!("/api/v1/alerts: {err}")))
+    }
+
+    /// GET `path` of Prometheus's API with `params`, as JSON; errors name what was asked.
+    async fn get(
+        &self,
+        path: &str,
+        params: &[(&str, String)],
+    ) -> Result<serde_json::Value, String> {
+        let url = format!("{}{path}", self.prometheus_url);
+        let url = reqwest::Url::parse_with_params(&url, params).map_err(|err| err.to_string())?;
+        let response = reqwest::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|err| err.to_string())?;
+        response.json().await.map_err(|err| err.to_string())
     }
 
     /// Prometheus's base URL, `http://127.0.0.1:PORT` (its API is under `/api/v1/`).
@@ -61,21 +147,27 @@ impl MetricsPipeline {
 
     /// Runs a PromQL instant query.
     pub async fn query(&self, promql: &str) -> Result<Vec<Sample>, ClusterError> {
-        let url = format!("{}/api/v1/query", self.prometheus_url);
-        let url = reqwest::Url::parse_with_params(&url, [("query", promql)])
-            .map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))?;
-        let response = reqwest::Client::new()
-            .get(url)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))?;
-        let body: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))?;
-        parse_vector(&body).map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))
+        let body = self.get("/api/v1/query", &[("query", promql.to_string())]).await;
+        body.and_then(|body| parse_vector(&body))
+            .map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))
+    }
+
+    /// Runs a PromQL range query from `start` to `end` (Unix seconds) every `step` seconds: each
+    /// series' labels and points (Unix seconds, value; NaN where the query had none).
+    pub async fn query_range(
+        &self,
+        promql: &str,
+        (start, end, step): (f64, f64, f64),
+    ) -> Result<Vec<RangeSeries>, ClusterError> {
+        let params = [
+            ("query", promql.to_string()),
+            ("start", start.to_string()),
+            ("end", end.to_string()),
+            ("step", step.to_string()),
+        ];
+        let body = self.get("/api/v1/query_range", &params).await;
+        body.and_then(|body| parse_matrix(&body))
+            .map_err(|err| ClusterError::Setup(format!("query {promql:?}: {err}")))
     }
 
     /// `metric` of every pod in `namespace` as the custom metrics API serves it through the
@@ -103,13 +195,18 @@ impl MetricsPipeline {
     }
 }
 
-fn start_prometheus(cluster: &Cluster, dir: &Path, port: u16) -> Result<u32, ClusterError> {
+fn start_prometheus(
+    cluster: &Cluster,
+    dir: &Path,
+    files: &prometheus::Files,
+    port: u16,
+) -> Result<u32, ClusterError> {
     let identity = &cluster.identities.prometheus;
     let objects = prometheus::api_objects(&identity.user).to_string();
     run_with_input(cluster.kubectl().args(["apply", "-f", "-"]), objects.as_bytes())?;
     let kubeconfig = cluster.kubeconfig_for_token("prometheus", &identity.token);
     let config = dir.join("prometheus.yml");
-    std::fs::write(&config, prometheus::config(&kubeconfig)?.to_string())?;
+    std::fs::write(&config, prometheus::config(&kubeconfig, files)?.to_string())?;
     let args = prometheus::args(&config, &dir.join("prometheus-data"), port);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let pid = spawn(&cluster.bin_dir, dir, "prometheus", &args)?;
@@ -182,29 +279,110 @@ fn read_access(name: &str, user: &str, resources: &[&str]) -> [serde_json::Value
     ]
 }
 
-/// The samples of an instant query's answer (`resultType` vector).
-fn parse_vector(body: &serde_json::Value) -> Result<Vec<Sample>, String> {
+/// The `result` list of a successful query answer.
+fn query_result(body: &serde_json::Value) -> Result<&Vec<serde_json::Value>, String> {
     if body["status"] != "success" {
         return Err(format!("Prometheus answered {body}"));
     }
-    let result = body["data"]["result"].as_array().ok_or_else(|| format!("no result in {body}"))?;
-    result
+    body["data"]["result"].as_array().ok_or_else(|| format!("no result in {body}"))
+}
+
+/// The samples of an instant query's answer (`resultType` vector).
+fn parse_vector(body: &serde_json::Value) -> Result<Vec<Sample>, String> {
+    query_result(body)?
         .iter()
         .map(|item| {
-            let labels = item["metric"]
-                .as_object()
-                .map(|labels| {
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let labels = labels_of(&item["metric"]);
             let value = item["value"][1]
                 .as_str()
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| format!("no value in {item}"))?;
             Ok(Sample { labels, value })
+        })
+        .collect()
+}
+
+/// The series of a range query's answer (`resultType` matrix).
+fn parse_matrix(body: &serde_json::Value) -> Result<Vec<RangeSeries>, String> {
+    query_result(body)?
+        .iter()
+        .map(|item| {
+            let labels = labels_of(&item["metric"]);
+            let values = item["values"].as_array().ok_or_else(|| format!("no values in {item}"))?;
+            let points = values
+                .iter()
+                .map(|pair| {
+                    let at = pair[0].as_f64().ok_or_else(|| format!("no time in {pair}"))?;
+                    let value = pair[1].as_str().and_then(|v| v.parse().ok());
+                    Ok((at, value.ok_or_else(|| format!("no value in {pair}"))?))
+                })
+                .collect::<Result<_, String>>()?;
+            Ok(RangeSeries { labels, points })
+        })
+        .collect()
+}
+
+/// A series' labels (`metric` of a query answer).
+fn labels_of(metric: &serde_json::Value) -> BTreeMap<String, String> {
+    let object = metric.as_object().cloned().unwrap_or_default();
+    object.into_iter().map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string())).collect()
+}
+
+/// `group/alert` for every alerting rule of a rule file.
+fn rule_names(rules: &serde_json::Value) -> Result<Vec<String>, ClusterError> {
+    let groups = rules["groups"].as_array();
+    let groups = groups.ok_or_else(|| ClusterError::Setup(format!("no groups in {rules}")))?;
+    Ok(groups
+        .iter()
+        .flat_map(|group| {
+            let rules = group["rules"].as_array().cloned().unwrap_or_default();
+            rules.into_iter().map(move |rule| {
+                format!("{}/{}", group["name"].as_str().unwrap_or_default(), rule_name(&rule))
+            })
+        })
+        .collect())
+}
+
+/// An alerting rule's `alert`, a recording rule's `record`, or the API's `name`.
+fn rule_name(rule: &serde_json::Value) -> &str {
+    ["alert", "record", "name"].iter().find_map(|key| rule[*key].as_str()).unwrap_or_default()
+}
+
+/// `group/rule` for every rule `/api/v1/rules` lists, the unhealthy ones refused.
+fn parse_rule_names(body: &serde_json::Value) -> Result<Vec<String>, String> {
+    let groups = body["data"]["groups"].as_array().ok_or_else(|| format!("no groups in {body}"))?;
+    let mut names = Vec::new();
+    for group in groups {
+        for rule in group["rules"].as_array().into_iter().flatten() {
+            if rule["health"] == "err" {
+                return Err(format!("rule {}: {}", rule_name(rule), rule["lastError"]));
+            }
+            names.push(format!(
+                "{}/{}",
+                group["name"].as_str().unwrap_or_default(),
+                rule_name(rule)
+            ));
+        }
+    }
+    Ok(names)
+}
+
+/// The alerts of an `/api/v1/alerts` answer.
+fn parse_alerts(body: &serde_json::Value) -> Result<Vec<Alert>, String> {
+    let alerts = body["data"]["alerts"].as_array().ok_or_else(|| format!("no alerts in {body}"))?;
+    alerts
+        .iter()
+        .map(|alert| {
+            let labels = labels_of(&alert["labels"]);
+            let name =
+                labels.get("alertname").cloned().ok_or_else(|| format!("no name: {alert}"))?;
+            let state = alert["state"].as_str().ok_or_else(|| format!("no state: {alert}"))?;
+            Ok(Alert {
+                name,
+                state: state.to_string(),
+                labels,
+                annotations: labels_of(&alert["annotations"]),
+            })
         })
         .collect()
 }
@@ -245,6 +423,45 @@ mod tests {
         // The adapter writes milli-quantities: a finer suffix is refused, never read as a guess.
         let micro = json!({ "items": [{ "describedObject": { "name": "a" }, "value": "333u" }] });
         assert!(parse_metric_values(&micro).is_err());
+    }
+
+    #[test]
+    fn alerts_and_rule_names_are_read_from_the_api_answers() {
+        let body = json!({ "status": "success", "data": { "alerts": [
+            { "labels": { "alertname": "RenderPoolDegraded", "renderpool": "p" },
+              "annotations": { "summary": "s" }, "state": "firing", "value": "1e+00" },
+        ]}});
+        let alerts = parse_alerts(&body).unwrap_or_default();
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(
+            (alerts[0].name.as_str(), alerts[0].state.as_str()),
+            ("RenderPoolDegraded", "firing")
+        );
+        assert_eq!(alerts[0].labels["renderpool"], "p");
+        assert_eq!(alerts[0].annotations["summary"], "s");
+        assert!(parse_alerts(&json!({ "data": { "alerts": [{ "state": "firing" }] } })).is_err());
+
+        let file = json!({ "groups": [{ "name": "g", "rules": [{ "alert": "A", "expr": "1" }] }] });
+        assert_eq!(rule_names(&file).unwrap_or_default(), ["g/A"]);
+        let listed = json!({ "data": { "groups": [{ "name": "g", "rules": [
+            { "name": "A", "health": "unknown" } ] }] } });
+        assert_eq!(parse_rule_names(&listed).unwrap_or_default(), ["g/A"]);
+        let broken = json!({ "data": { "groups": [{ "name": "g", "rules": [
+            { "name": "A", "health": "err", "lastError": "bad" } ] }] } });
+        assert!(parse_rule_names(&broken).is_err_and(|err| err.contains("bad")));
+    }
+
+    #[test]
+    fn a_matrix_gives_labels_and_points() {
+        let body = json!({ "status": "success", "data": { "resultType": "matrix", "result": [
+            { "metric": { "pod": "a" }, "values": [[10.0, "1"], [12.0, "NaN"]] },
+        ]}});
+        let series = parse_matrix(&body).unwrap_or_default();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].labels["pod"], "a");
+        assert_eq!(series[0].points[0], (10.0, 1.0));
+        assert!(series[0].points[1].1.is_nan());
+        assert!(parse_matrix(&json!({ "status": "error" })).is_err());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Prometheus as a host process on 127.0.0.1: the scrape job the product ships
 //! (`deploy/autoscaling/prometheus-scrape.yaml`), with Kubernetes service discovery under an
 //! identity of its own that may only read pods, scraping render pods on the real node directly
-//! at their pod IPs, which the host reaches on the node's bridge.
+//! at their pod IPs, which the host reaches on the node's bridge. Beside it, a job for an
+//! operator process on 127.0.0.1 scraped as the chart's ServiceMonitor asks ([`operator_job`],
+//! its target written later), and the rule files a test loads (the chart's alerts).
 
 use std::path::{Path, PathBuf};
 
@@ -19,22 +21,55 @@ pub fn scrape_config_path() -> PathBuf {
     repo_root().join("deploy/autoscaling/prometheus-scrape.yaml")
 }
 
+/// Name of the operator's scrape job.
+pub const OPERATOR_JOB: &str = "renderpool-operator";
+
+/// Where the test's rule files and the operator's target live.
+pub(super) struct Files {
+    /// Folder of rule files (`*.yaml`), read at start and at each reload.
+    pub rules: PathBuf,
+    /// File-discovery target list of the operator job (`[]` until a test sets one).
+    pub operator_targets: PathBuf,
+}
+
+impl Files {
+    pub fn in_dir(dir: &Path) -> Files {
+        Files { rules: dir.join("rules"), operator_targets: dir.join("operator-targets.json") }
+    }
+}
+
 /// The configuration (JSON, which Prometheus reads as the YAML it is): the shipped jobs as they
 /// are, each discovery given only what a process outside the cluster needs (the API server, by
-/// `kubeconfig`) and the real node as the one place to look.
-pub(super) fn config(kubeconfig: &Path) -> Result<Value, ClusterError> {
+/// `kubeconfig`) and the real node as the one place to look; the operator job; the rule files.
+pub(super) fn config(kubeconfig: &Path, files: &Files) -> Result<Value, ClusterError> {
     let path = scrape_config_path();
     let text = std::fs::read_to_string(&path)?;
     let shipped: Value = serde_saphyr::from_str(&text)
         .map_err(|err| ClusterError::Setup(format!("{}: {err}", path.display())))?;
-    let jobs = with_test_discovery(shipped, kubeconfig)
+    let mut jobs = with_test_discovery(shipped, kubeconfig)
         .map_err(|err| ClusterError::Setup(format!("{}: {err}", path.display())))?;
+    if let Value::Array(jobs) = &mut jobs {
+        jobs.push(operator_job(&files.operator_targets));
+    }
     let interval = format!("{SCRAPE_SECONDS}s");
     Ok(json!({
         "global": { "scrape_interval": interval, "scrape_timeout": interval,
                     "evaluation_interval": interval },
         "scrape_configs": jobs,
+        "rule_files": [files.rules.join("*.yaml")],
     }))
+}
+
+/// The operator's scrape job: what the chart's ServiceMonitor asks (`/metrics`, the pool
+/// gauges' own namespace label honoured), its target a process on 127.0.0.1 that a test names
+/// in `targets` (file discovery: Prometheus picks a change up without a reload).
+pub fn operator_job(targets: &Path) -> Value {
+    json!({
+        "job_name": OPERATOR_JOB,
+        "metrics_path": "/metrics",
+        "honor_labels": true,
+        "file_sd_configs": [{ "files": [targets] }],
+    })
 }
 
 /// The shipped `scrape_configs` with `kubeconfig_file` and a node selector in each
@@ -80,11 +115,13 @@ mod tests {
 
     #[test]
     fn runs_the_shipped_job_on_the_real_node_with_namespace_and_pod_labels() {
-        let config = config(Path::new("/state/kubeconfig-prometheus")).unwrap_or_else(|err| {
-            panic!("{err}");
-        });
+        let files = Files::in_dir(Path::new("/state/metrics"));
+        let config = config(Path::new("/state/kubeconfig-prometheus"), &files)
+            .unwrap_or_else(|err| panic!("{err}"));
         let jobs = config["scrape_configs"].as_array().unwrap_or_else(|| panic!("{config}"));
-        assert_eq!(jobs.len(), 1, "{config}");
+        assert_eq!(jobs.len(), 2, "{config}");
+        assert_eq!(jobs[1], operator_job(Path::new("/state/metrics/operator-targets.json")));
+        assert_eq!(config["rule_files"], json!(["/state/metrics/rules/*.yaml"]));
         let job = &jobs[0];
         let sd = &job["kubernetes_sd_configs"][0];
         assert_eq!(sd["role"], "pod");
