@@ -7,6 +7,7 @@ pub mod encode;
 pub mod engine;
 pub mod http;
 pub mod limits;
+pub mod lru;
 pub mod malloc;
 pub mod metrics;
 pub mod office;
