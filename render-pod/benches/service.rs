@@ -37,7 +37,7 @@ use renderpool_testkit::bombs;
 const PAGES: u32 = 40;
 
 fn render_op(page: u32) -> Op {
-    Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png }
+    Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png, quality: None }
 }
 
 /// Pages per second of PDFium + the service's PNG encoder in this process, one loop over

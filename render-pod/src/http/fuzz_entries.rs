@@ -44,7 +44,8 @@ pub fn query(data: &[u8]) {
         let count = pages.count();
         assert!(count <= u64::from(MAX_PAGES), "{count} pages admitted past {MAX_PAGES}");
     }
-    if let Ok((_, RenderSize::Width(width), _)) = params::thumbnails(&query, MAX_PAGES, THUMBNAILS)
+    if let Ok((_, RenderSize::Width(width), _, _)) =
+        params::thumbnails(&query, MAX_PAGES, THUMBNAILS)
     {
         let max = THUMBNAILS.max_width;
         assert!(width <= max, "width {width} admitted past {max}");

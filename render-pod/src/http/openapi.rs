@@ -225,6 +225,11 @@ mod tests {
             strip_width["default"].as_u64(),
             Some(u64::from(params::DEFAULT_THUMBNAIL_WIDTH))
         );
+        for path in ["/v1/render", "/v1/thumbnails"] {
+            let quality = param(path, "quality");
+            assert_eq!(quality["minimum"].as_u64(), Some(u64::from(crate::ops::Quality::MIN)));
+            assert_eq!(quality["maximum"].as_u64(), Some(u64::from(crate::ops::Quality::MAX)));
+        }
         let text = param("/v1/watermark", "text");
         assert_eq!(text["maxLength"].as_u64(), Some(params::MAX_WATERMARK_CHARS as u64));
         let format = param("/v1/render", "format");
