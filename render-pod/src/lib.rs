@@ -2,6 +2,7 @@
 
 pub mod byte_budget;
 pub mod config;
+pub mod doc_cache;
 pub mod drain;
 pub mod encode;
 pub mod engine;

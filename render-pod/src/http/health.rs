@@ -29,6 +29,7 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
         "engine": engine,
         // Shown, never gating: PDFs are served whatever Gotenberg's state.
         "office": app.office.status(),
+        "documents": app.documents.status(),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

@@ -26,6 +26,7 @@ mod tests {
 
     use super::DOCUMENT;
     use crate::engine::JobError;
+    use crate::http::digest::{CONTENT_DIGEST, REPR_DIGEST};
     use crate::http::input::{NDJSON, PASSWORD_HEADER, REQUEST_TIMEOUT_HEADER};
     use crate::http::params::{self, Query, ThumbnailLimits};
     use crate::http::{RouteKind, routes};
@@ -174,6 +175,10 @@ mod tests {
             let headers = parameters(&doc, op, "header");
             let context = format!("{} {}", route.method, route.path);
             assert!(headers.contains_key(REQUEST_TIMEOUT_HEADER), "{context}: Request-Timeout");
+            // Every document route takes its document by digest too.
+            for digest in [REPR_DIGEST, CONTENT_DIGEST] {
+                assert!(headers.contains_key(digest), "{context}: {digest}");
+            }
             // The password opens PDFs; a converted Office document has none.
             let pdf_routes = route.path != "/v1/convert";
             assert_eq!(
@@ -287,6 +292,7 @@ mod tests {
             "BAD_REQUEST" => 400,
             "UNAUTHORIZED" => 401,
             "REQUEST_TIMEOUT" => 408,
+            "PRECONDITION_FAILED" => 412,
             "PAYLOAD_TOO_LARGE" => 413,
             "UNSUPPORTED_MEDIA_TYPE" => 415,
             "UNPROCESSABLE_ENTITY" => 422,
