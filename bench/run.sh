@@ -9,6 +9,9 @@
 #   unread_answers: the supervisor's peak RSS under answers nobody reads, answer budget on
 #             against off, and the budget's cost on the service path (render-pod/benches/unread_answers.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
+#   viewer:   50 pages of one 5 MB document on one connection, uploaded with every page against
+#             named by Repr-Digest (render-pod/benches/viewer.rs)
+#   front_cpu: the HTTP front's CPU per page, split by step with perf (render-pod/benches/front_cpu.rs)
 #   office:   Office to PDF through the render pod and real Gotenberg, one instance and one per
 #             core, and straight at Gotenberg; Gotenberg's and the cache's RSS (tests/benches/office.rs)
 #   jobs:     durable jobs against /v1/render on one release pod with real NATS and a real S3
@@ -22,7 +25,7 @@ cd "$(dirname "$0")/.."
 setup_env=$(scripts/setup.sh --office)
 eval "$setup_env"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in service front unread_answers encoding; do
+for bench in service front unread_answers encoding viewer front_cpu; do
     echo
     echo "### cargo bench -p render-pod --bench $bench"
     cargo bench -p render-pod --bench "$bench" 2>&1 | grep -v '^\[server\]'

@@ -30,7 +30,7 @@ $rebuild && [ -z "$out" ] && { echo "images/build.sh: --rebuild needs --out DIR"
 
 missing=()
 for tool in umoci:umoci mmdebstrap:mmdebstrap jq:jq dpkg-scanpackages:dpkg-dev readelf:binutils \
-  gcc:build-essential flock:util-linux; do
+  gcc:build-essential cmake:cmake nasm:nasm flock:util-linux; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || missing+=(libc6-dev)

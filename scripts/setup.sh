@@ -31,10 +31,13 @@ command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (Rust >= 1.
 if $cluster || $office || $jobs || $images; then
   command -v go >/dev/null 2>&1 || { echo "setup: go is required for the tests, Office, jobs and the images (Go >= 1.26)" >&2; exit 1; }
 fi
-# Debian packages for what is missing: a C toolchain for cargo's linking, python3 with pip for
-# the PDFium wheel; the tests also make certificates with openssl.
+# Debian packages for what is missing: a C toolchain for cargo's linking, CMake and nasm for the
+# encoders' bundled C and assembly (libjpeg-turbo's SIMD), python3 with pip for the PDFium wheel;
+# the tests also make certificates with openssl.
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v nasm >/dev/null 2>&1 || need_apt+=(nasm)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if $cluster; then

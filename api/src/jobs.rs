@@ -160,6 +160,9 @@ pub enum Operation {
         /// `png` (default), `jpeg` or `webp`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         format: Option<String>,
+        /// 1 (smallest) to 100 (best), for `jpeg` (default 80) and a lossy `webp`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quality: Option<u8>,
     },
     /// `/v1/thumbnails`: small page images, one output per page, within the filmstrip caps.
     Thumbnails {
@@ -175,6 +178,9 @@ pub enum Operation {
         /// `png` (default), `jpeg` or `webp`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         format: Option<String>,
+        /// 1 (smallest) to 100 (best), for `jpeg` (default 80) and a lossy `webp`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quality: Option<u8>,
     },
     /// `/v1/watermark`: the PDF with `text` stamped on every page (one PDF output).
     Watermark {
@@ -220,18 +226,20 @@ impl Operation {
                 put("pages", pages.clone());
                 put("max_chars", max_chars.map(|n| n.to_string()));
             }
-            Operation::Render { page, pages, dpi, width, format } => {
+            Operation::Render { page, pages, dpi, width, format, quality } => {
                 put("page", page.map(|n| n.to_string()));
                 put("pages", pages.clone());
                 put("dpi", dpi.map(|n| n.to_string()));
                 put("width", width.map(|n| n.to_string()));
                 put("format", format.clone());
+                put("quality", quality.map(|n| n.to_string()));
             }
-            Operation::Thumbnails { pages, dpi, width, format } => {
+            Operation::Thumbnails { pages, dpi, width, format, quality } => {
                 put("pages", pages.clone());
                 put("dpi", dpi.map(|n| n.to_string()));
                 put("width", width.map(|n| n.to_string()));
                 put("format", format.clone());
+                put("quality", quality.map(|n| n.to_string()));
             }
             Operation::Watermark { text } => put("text", Some(text.clone())),
             Operation::Convert { pdfa, pages } => {
@@ -773,7 +781,7 @@ mod tests {
 
     fn sample(property: &str) -> serde_json::Value {
         match property {
-            "page" | "width" | "max_chars" => serde_json::json!(3),
+            "page" | "width" | "max_chars" | "quality" => serde_json::json!(3),
             "dpi" => serde_json::json!(96.5),
             _ => serde_json::json!("1-2"),
         }

@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 use image::ImageEncoder;
 use png::{BitDepth, ColorType, Compression, Filter};
 
+use render_pod::encode::jpeg::{self, Chroma};
 use render_pod::encode::png::PngFilters;
 use render_pod::encode::png_filter::Filter as RowFilter;
-use render_pod::encode::{self, ImageFormat, Pixels, pixels};
+use render_pod::encode::webp::{self, Libwebp};
+use render_pod::encode::{self, ImageFormat, Pixels, Quality, pixels};
 use render_pod::ops::{RenderSize, render::render_bgra, size};
 
 /// Timed passes over all pages per encoder; the fastest counts.
@@ -154,8 +156,19 @@ fn fused(grey: RowFilter, colour: RowFilter) -> impl Fn(&Frame) -> Vec<u8> {
     }
 }
 
-fn service(format: ImageFormat) -> impl Fn(&Frame) -> Vec<u8> {
-    move |f| encode::encode_bgra(&f.bgra, f.width, f.height, format).unwrap()
+fn service(format: ImageFormat, quality: Option<u8>) -> impl Fn(&Frame) -> Vec<u8> {
+    let quality = quality.map(|q| Quality::new(u32::from(q)).unwrap());
+    move |f| encode::encode_bgra(&f.bgra, f.width, f.height, format, quality).unwrap()
+}
+
+/// libwebp as `how` on the page as rendered.
+fn libwebp(how: Libwebp) -> impl Fn(&Frame) -> Vec<u8> {
+    move |f| webp::encode_libwebp(&f.bgra, f.width, f.height, how).unwrap()
+}
+
+/// libwebp lossy at quality 80 with `method` effort.
+fn lossy(method: i32) -> Libwebp {
+    Libwebp::Lossy { quality: Quality::new(80).unwrap(), method }
 }
 
 fn main() {
@@ -170,7 +183,7 @@ fn main() {
     println!("render only: {:.1} ms/page (PDFium, RGBA)", ms(render_per_page));
 
     let candidates: Vec<(&str, Box<Encoder>)> = vec![
-        ("png  service (fused; grey Up / RGB Paeth)", Box::new(service(ImageFormat::Png))),
+        ("png  service (fused; grey Up / RGB Paeth)", Box::new(service(ImageFormat::Png, None))),
         ("png  fused, None", Box::new(fused(RowFilter::None, RowFilter::None))),
         ("png  fused, Sub", Box::new(fused(RowFilter::Sub, RowFilter::Sub))),
         ("png  fused, Up", Box::new(fused(RowFilter::Up, RowFilter::Up))),
@@ -227,18 +240,40 @@ fn main() {
             Box::new(|f: &Frame| pixels::gray_if_neutral(&f.bgra).unwrap_or_default()),
         ),
         ("RGB plane only", Box::new(|f: &Frame| rgb_plane(&f.bgra))),
-        ("jpeg service (q80, grey/RGBA)", Box::new(service(ImageFormat::Jpeg))),
-        ("webp service (lossless, RGBA)", Box::new(service(ImageFormat::Webp))),
+        ("jpeg service (libjpeg-turbo q80, grey/BGRA)", Box::new(service(ImageFormat::Jpeg, None))),
+        ("jpeg service q60", Box::new(service(ImageFormat::Jpeg, Some(60)))),
         (
-            "webp lossless, grey/RGBA",
+            "jpeg libjpeg-turbo q80 from a grey plane",
             Box::new(|f: &Frame| {
+                let q80 = jpeg::DEFAULT_QUALITY;
                 match pixels::gray_if_neutral(&f.bgra) {
-                    Some(g) => encode::webp::encode(&Pixels::Gray(&g), f.width, f.height),
-                    None => encode::webp::encode(&Pixels::Rgba(&f.rgba), f.width, f.height),
+                    Some(g) => {
+                        jpeg::encode(&Pixels::Gray(&g), f.width, f.height, q80, Chroma::Grey)
+                    }
+                    None => {
+                        jpeg::encode(&Pixels::Bgra(&f.bgra), f.width, f.height, q80, Chroma::Halved)
+                    }
                 }
                 .unwrap()
             }),
         ),
+        ("webp service lossless (image-webp, RGBA)", Box::new(service(ImageFormat::Webp, None))),
+        (
+            "webp lossless image-webp, grey/RGBA",
+            Box::new(|f: &Frame| {
+                match pixels::gray_if_neutral(&f.bgra) {
+                    Some(g) => webp::encode_lossless(&Pixels::Gray(&g), f.width, f.height),
+                    None => webp::encode_lossless(&Pixels::Rgba(&f.rgba), f.width, f.height),
+                }
+                .unwrap()
+            }),
+        ),
+        ("webp lossless libwebp level 0", Box::new(libwebp(Libwebp::Lossless { level: 0 }))),
+        ("webp lossless libwebp level 1", Box::new(libwebp(Libwebp::Lossless { level: 1 }))),
+        ("webp service lossy (libwebp q80)", Box::new(service(ImageFormat::Webp, Some(80)))),
+        ("webp lossy libwebp q80 method 0", Box::new(libwebp(lossy(0)))),
+        ("webp lossy libwebp q80 method 2", Box::new(libwebp(lossy(2)))),
+        ("webp lossy libwebp q80 method 4", Box::new(libwebp(lossy(4)))),
     ];
     // `cargo bench --bench encoding -- WORD...` keeps only the encoders whose name has a WORD.
     let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::raw::{percentile, probe};
+use common::raw::{percentile, probe, process_cpu};
 use common::{Server, doc, raw};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
 use renderpool_testkit::bombs;
@@ -39,7 +39,7 @@ use renderpool_testkit::bombs;
 const PAGES: u32 = 40;
 
 fn render_op(page: u32) -> Op {
-    Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png }
+    Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png, quality: None }
 }
 
 /// Pages per second of PDFium + the service's PNG encoder in this process, one loop over
@@ -154,18 +154,6 @@ fn machine_cpu() -> Duration {
     let busy: u64 =
         ticks.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, t)| t).sum();
     Duration::from_millis(busy * 10) // USER_HZ is 100 on Linux
-}
-
-/// CPU time so far of every thread of process `pid` (`/proc/<pid>/task/*/schedstat`).
-fn process_cpu(pid: u32) -> Duration {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let path = task.unwrap().path().join("schedstat");
-        if let Ok(stat) = std::fs::read_to_string(path) {
-            total += stat.split_whitespace().next().unwrap().parse::<u64>().unwrap();
-        }
-    }
-    Duration::from_nanos(total)
 }
 
 /// Where the CPU went during a throughput run, per page: (workers and the rest of the machine,

@@ -3,10 +3,11 @@
 //! reservation is dropped. A reservation can be attached to the bytes it stands for
 //! ([`Reservation::hold`]): the bytes are then counted until the last copy of them is gone
 //! (for an answer, until hyper has written it to the socket or the connection died), not until
-//! the handler that made them returns.
+//! the handler that made them returns. Bytes a cache keeps on its own count too, and are given
+//! back to a reservation that does not fit otherwise ([`Reclaim`]).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -23,12 +24,40 @@ pub struct ByteBudget {
     gauge: Gauge,
     /// Woken whenever bytes are given back.
     freed: Notify,
+    /// What holds reserved bytes only for later use, asked to give them back when a
+    /// reservation does not fit.
+    reclaimer: OnceLock<Weak<dyn Reclaim>>,
+}
+
+/// A holder of reserved bytes it keeps only in case they are wanted again (the documents the pod
+/// holds by digest): bytes it holds alone are as good as free to a reservation that needs them.
+pub trait Reclaim: Send + Sync {
+    /// Gives back held bytes, least wanted first, until `bytes` more fit in the budget or it
+    /// holds nothing more that it alone holds.
+    fn reclaim(&self, bytes: u64);
 }
 
 impl ByteBudget {
     /// A budget of `total` bytes whose reserved amount `gauge` shows.
     pub fn new(total: u64, gauge: Gauge) -> Arc<Self> {
-        Arc::new(Self { total, used: AtomicU64::new(0), gauge, freed: Notify::new() })
+        Arc::new(Self {
+            total,
+            used: AtomicU64::new(0),
+            gauge,
+            freed: Notify::new(),
+            reclaimer: OnceLock::new(),
+        })
+    }
+
+    /// Makes `holder` give bytes back whenever a reservation does not fit (one holder per
+    /// budget; a second is ignored). Weak: the holder keeps the budget, not the reverse.
+    pub fn reclaim_from(&self, holder: Weak<dyn Reclaim>) {
+        let _ = self.reclaimer.set(holder);
+    }
+
+    /// Bytes not reserved now.
+    pub fn free(&self) -> u64 {
+        self.total.saturating_sub(self.used())
     }
 
     /// Bytes in all.
@@ -47,6 +76,19 @@ impl ByteBudget {
     }
 
     fn take(&self, bytes: u64) -> bool {
+        if self.try_take(bytes) {
+            return true;
+        }
+        match self.reclaimer.get().and_then(Weak::upgrade) {
+            Some(holder) if bytes <= self.total => {
+                holder.reclaim(bytes);
+                self.try_take(bytes)
+            }
+            _ => false,
+        }
+    }
+
+    fn try_take(&self, bytes: u64) -> bool {
         let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
             used.checked_add(bytes).filter(|after| *after <= self.total)
         });
@@ -99,6 +141,15 @@ impl Reservation {
             if tokio::time::timeout_at(until.into(), freed).await.is_err() {
                 return false;
             }
+        }
+    }
+
+    /// Gives back what this reservation holds past `bytes` (an upload kept for its document
+    /// alone, without the rest of its form).
+    pub fn shrink_to(&self, bytes: u64) {
+        let before = self.bytes.fetch_min(bytes, Ordering::AcqRel);
+        if before > bytes {
+            self.budget.give_back(before - bytes);
         }
     }
 

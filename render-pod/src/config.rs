@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// Default: the upload budget's derived size (room for one largest PDF).
     #[arg(long, env = env::ANSWER_BUDGET, value_parser = parse_answer_budget)]
     pub answer_budget: Option<AnswerBudget>,
+    /// Bytes of documents sent with a digest (`Repr-Digest`, `Content-Digest`) the pod keeps, so
+    /// that requests naming them by digest need not send them again, e.g. 64Mi; 0 turns this
+    /// off. They stay in the upload budget, least recently used given back first as soon as an
+    /// upload needs the room. Default: the upload budget's size.
+    #[arg(long, env = env::DOCUMENT_CACHE_BYTES, value_parser = parse_memory_bytes)]
+    pub document_cache_bytes: Option<u64>,
     /// Milliseconds a request head gets to arrive, counted from the connection being ready for
     /// one (so an idle keep-alive connection is closed after it too).
     #[arg(long, env = env::HEADER_READ_TIMEOUT_MS, default_value_t = 10_000,
@@ -283,6 +289,14 @@ impl ServeArgs {
                 office_cache_bytes: self.office_cache_bytes,
             },
         )
+    }
+
+    /// Bytes of documents kept by digest: `--document-cache-bytes`, by default the upload
+    /// budget's size as set or derived (also with `--front-limits false`, whose budget has no
+    /// size), never more than `upload_budget`.
+    pub fn document_cache_bytes(&self, upload_budget: u64) -> u64 {
+        let sized = || self.upload_budget.or_else(|| self.derived_budget().ok()).unwrap_or(0);
+        self.document_cache_bytes.unwrap_or_else(sized).min(upload_budget)
     }
 
     /// How bodies must arrive: at most the budget (a body that can never fit is 413, not a 503
@@ -553,6 +567,19 @@ mod tests {
         let none = serve(&["--write-min-rate", "0"]).connection_limits();
         assert_eq!((none.write_min_rate, none.write_timeout.is_some()), (None, true));
         assert_eq!(serve(&["--front-limits", "false"]).connection_limits().write_min_rate, None);
+    }
+
+    #[test]
+    fn the_document_cache_defaults_to_the_upload_budgets_size_and_stays_within_the_budget() {
+        let mib = 1u64 << 20;
+        assert_eq!(serve(&[]).document_cache_bytes(100 * mib), 100 * mib);
+        assert_eq!(serve(&["--upload-budget", "40Mi"]).document_cache_bytes(40 * mib), 40 * mib);
+        // Without front limits the budget is unbounded; the cache still has the derived size.
+        assert_eq!(serve(&["--front-limits", "false"]).document_cache_bytes(u64::MAX), 100 * mib);
+        let set = serve(&["--document-cache-bytes", "8Mi"]);
+        assert_eq!(set.document_cache_bytes(100 * mib), 8 * mib);
+        assert_eq!(set.document_cache_bytes(4 * mib), 4 * mib, "never past the upload budget");
+        assert_eq!(serve(&["--document-cache-bytes", "0"]).document_cache_bytes(100 * mib), 0);
     }
 
     #[test]

@@ -3,12 +3,14 @@
 pub mod broker;
 pub mod byte_budget;
 pub mod config;
+pub mod doc_cache;
 pub mod drain;
 pub mod encode;
 pub mod engine;
 pub mod http;
 pub mod jobs;
 pub mod limits;
+pub mod lru;
 pub mod malloc;
 pub mod metrics;
 pub mod objects;

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::encode::ImageFormat;
+use crate::encode::{ImageFormat, Quality};
 use crate::ops::size::DEFAULT_DPI;
 use crate::ops::{Document, Executor, Op, OpError, OpLimits, OpOutput, RenderSize};
 use crate::pdfium_lib::{self, PdfiumLoadError};
@@ -44,12 +44,21 @@ pub struct RenderArgs {
     /// png, jpeg or webp.
     #[arg(long, default_value = "png")]
     pub format: ImageFormat,
+    /// 1 to 100, for jpeg (default 80) and webp (lossy at it; lossless without it).
+    #[arg(long, value_parser = parse_quality)]
+    pub quality: Option<Quality>,
     /// Where to write the image.
     #[arg(short, long)]
     pub output: PathBuf,
     /// Password of an encrypted PDF.
     #[arg(long)]
     pub password: Option<String>,
+}
+
+/// `--quality`: 1 to 100.
+fn parse_quality(value: &str) -> Result<Quality, String> {
+    let number: u32 = value.trim().parse().map_err(|e| format!("{value:?}: {e}"))?;
+    Quality::new(number).ok_or_else(|| format!("{number} is not 1 to 100"))
 }
 
 /// Why a one-shot command failed.
@@ -87,7 +96,8 @@ pub fn run_to(cmd: OneShot, out: &mut impl Write) -> Result<(), OneShotError> {
                 Some(width) => RenderSize::Width(width),
                 None => RenderSize::Dpi(args.dpi),
             };
-            (&args.file, &args.password, Op::Render { page: args.page, size, format: args.format })
+            let (format, quality) = (args.format, args.quality);
+            (&args.file, &args.password, Op::Render { page: args.page, size, format, quality })
         }
     };
     let bytes =

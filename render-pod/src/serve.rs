@@ -10,6 +10,7 @@ use crate::broker::{Broker, BrokerError};
 use crate::byte_budget::ByteBudget;
 use crate::config::jobs::JobsConfigError;
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
+use crate::doc_cache::DocCache;
 use crate::drain::{self, Lifecycle};
 use crate::engine::worker::WorkerOptions;
 use crate::engine::{self, Confinement, Engine, EngineConfig, EngineMetrics, WorkerCommand};
@@ -121,12 +122,15 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         budget: ByteBudget::new(upload_budget, front_metrics.upload_reserved.clone()),
         limits: args.body_limits(upload_budget),
     };
+    let documents = DocCache::new(args.document_cache_bytes(upload_budget), uploads.budget.clone());
+    exposition.add(documents.metrics());
     tracing::info!(
         upload_budget = upload_budget,
         max_body_bytes = uploads.limits.max_bytes,
         admit_bytes = uploads.limits.admit_bytes,
         body_min_rate = ?uploads.limits.min_rate,
         answer_budget = answer_budget,
+        document_cache_bytes = documents.status().budget,
         header_read_timeout_ms = ?args.connection_limits().header_read_timeout.map(|t| t.as_millis()),
         write_timeout_ms = ?args.connection_limits().write_timeout.map(|t| t.as_millis()),
         write_min_rate = ?args.connection_limits().write_min_rate,
@@ -211,6 +215,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         max_body_bytes: args.max_body_bytes,
         max_pages: args.max_pages,
         uploads,
+        documents,
         answers,
         streamed_documents: Arc::default(),
         thumbnails: args.thumbnail_limits(),

@@ -1,8 +1,9 @@
 //! The OCI image archives `images/build.sh` makes (`RENDERPOOL_IMAGES`): each one unpacks with
 //! its blobs matching their digests, carries the project's names, says in its config what it
 //! should, and runs under runc from its unpacked root with a read-only root filesystem and
-//! only `/tmp` writable: render-pod renders a page, the operator answers `--help`, Gotenberg
-//! converts a DOCX, pause stops cleanly on SIGTERM. Building again gives the same digests.
+//! only `/tmp` writable: render-pod renders a page (PNG, JPEG, lossy WebP), the operator
+//! answers `--help`, Gotenberg converts a DOCX, pause stops cleanly on SIGTERM. Building
+//! again gives the same digests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -237,7 +238,7 @@ async fn render_pod_renders_a_page_under_runc_with_a_read_only_root() {
     let response = client
         .post(format!("{base}/v1/render?page=1&width=300&format=png"))
         .header("content-type", "application/pdf")
-        .body(pdf)
+        .body(pdf.clone())
         .timeout(Duration::from_secs(60))
         .send()
         .await
@@ -248,6 +249,25 @@ async fn render_pod_renders_a_page_under_runc_with_a_read_only_root() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     assert_eq!(width, 300, "PNG width");
+    // The statically linked C encoders (libjpeg-turbo, libwebp) run in the image's sandboxed
+    // workers too.
+    for (query, content_type, magic) in [
+        ("format=jpeg&quality=70", "image/jpeg", b"\xff\xd8\xff".as_slice()),
+        ("format=webp&quality=80", "image/webp", b"RIFF".as_slice()),
+    ] {
+        let response = client
+            .post(format!("{base}/v1/render?page=1&width=300&{query}"))
+            .header("content-type", "application/pdf")
+            .body(pdf.clone())
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{query}, log:\n{}", container.log_text());
+        assert_eq!(response.headers()["content-type"], content_type, "{query}");
+        assert_eq!(response.headers()["x-image-width"], "300", "{query}");
+        assert!(response.bytes().await.unwrap().starts_with(magic), "{query}");
+    }
 
     // The binary is PID 1 (no shell in between): SIGTERM drains and stops it.
     container.kill("TERM");

@@ -11,10 +11,53 @@ use serde::{Deserialize, Serialize};
 pub enum ImageFormat {
     /// Lossless PNG (the default: exact text edges).
     Png,
-    /// Baseline JPEG.
+    /// Baseline JPEG (lossy; quality 80 unless the client names one).
     Jpeg,
-    /// Lossless WebP.
+    /// WebP: lossless, or lossy when the client names a quality.
     Webp,
+}
+
+/// How much a lossy encode may lose: 1 (smallest files) to 100 (best pictures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u8", into = "u8")]
+pub struct Quality(u8);
+
+impl Quality {
+    /// The lowest quality.
+    pub const MIN: u8 = 1;
+    /// The highest quality.
+    pub const MAX: u8 = 100;
+
+    /// A quality from 1 to 100, else `None`.
+    pub fn new(quality: u32) -> Option<Self> {
+        let quality = u8::try_from(quality).ok()?;
+        (Self::MIN..=Self::MAX).contains(&quality).then_some(Self(quality))
+    }
+
+    /// A quality known when compiling (a default).
+    pub const fn new_const(quality: u8) -> Self {
+        assert!(quality >= Self::MIN && quality <= Self::MAX, "quality is 1 to 100");
+        Self(quality)
+    }
+
+    /// The number.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl TryFrom<u8> for Quality {
+    type Error = String;
+
+    fn try_from(quality: u8) -> Result<Self, String> {
+        Self::new(u32::from(quality)).ok_or_else(|| format!("quality {quality} is not 1 to 100"))
+    }
+}
+
+impl From<Quality> for u8 {
+    fn from(quality: Quality) -> u8 {
+        quality.0
+    }
 }
 
 impl ImageFormat {
@@ -34,6 +77,11 @@ impl ImageFormat {
             ImageFormat::Jpeg => u32::from(u16::MAX),
             ImageFormat::Webp => 16_383,
         }
+    }
+
+    /// Whether the format takes a quality.
+    pub fn takes_quality(&self) -> bool {
+        matches!(self, ImageFormat::Jpeg | ImageFormat::Webp)
     }
 
     /// The usual file name extension, without the dot.
@@ -91,5 +139,17 @@ mod tests {
             ImageFormat::Jpeg.to_string().parse::<ImageFormat>().unwrap(),
             ImageFormat::Jpeg
         );
+    }
+
+    #[test]
+    fn quality_is_1_to_100_wherever_it_comes_from() {
+        assert_eq!(Quality::new(1).map(Quality::get), Some(1));
+        assert_eq!(Quality::new(100).map(Quality::get), Some(100));
+        for bad in [0, 101, 256, u32::MAX] {
+            assert_eq!(Quality::new(bad), None, "{bad}");
+        }
+        let frame = postcard::to_stdvec(&Quality::new(80).unwrap()).unwrap();
+        assert_eq!(postcard::from_bytes::<Quality>(&frame).unwrap().get(), 80);
+        assert!(postcard::from_bytes::<Quality>(&postcard::to_stdvec(&0u8).unwrap()).is_err());
     }
 }

@@ -1,33 +1,101 @@
-//! JPEG: the pure-Rust `jpeg-encoder`, fed grey or BGRA without conversion.
+//! JPEG through libjpeg-turbo (the `turbojpeg` crate, whose bundled C and assembly sources are
+//! built with CMake and nasm and linked statically), straight from PDFium's BGRA: grey pages as
+//! one-channel JPEGs (libjpeg-turbo's own luminance of a neutral pixel is its grey value, so no
+//! grey plane is made first), colour pages with 4:2:0 chroma. Chosen over the pure-Rust encoder
+//! it replaced and over mozjpeg's fastest settings with `benches/encoding.rs`
+//! (docs/benchmarks.md).
 
-use jpeg_encoder::{ColorType, Encoder};
+use turbojpeg::{Compressor, Image, PixelFormat, Subsamp};
 
-use super::{EncodeError, ImageFormat, Pixels};
+use super::{EncodeError, ImageFormat, Pixels, Quality};
 
-/// Quality for page previews: text stays crisp enough, files stay small.
-pub const QUALITY: u8 = 80;
+/// Quality for page previews when the client names none: text stays crisp enough, files stay
+/// small.
+pub const DEFAULT_QUALITY: Quality = Quality::new_const(80);
 
-/// Encodes `pixels` (rows packed) as a baseline JPEG.
-pub fn encode(pixels: &Pixels<'_>, width: u32, height: u32) -> Result<Vec<u8>, EncodeError> {
-    let data = pixels.checked(width, height)?;
-    let color = match pixels {
-        Pixels::Gray(_) => ColorType::Luma,
-        Pixels::Rgb(_) => ColorType::Rgb,
-        Pixels::Rgba(_) => ColorType::Rgba,
-        Pixels::Bgra(_) => ColorType::Bgra,
-    };
-    let (w, h) = (dimension(width)?, dimension(height)?);
-    let mut out = Vec::with_capacity(data.len() / 16);
-    Encoder::new(&mut out, QUALITY)
-        .encode(data, w, h, color)
-        .map_err(|e| EncodeError::Jpeg(e.to_string()))?;
-    Ok(out)
+/// What the JPEG keeps of the colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chroma {
+    /// None: one grey channel (for pixels without colour, or grey pixels).
+    Grey,
+    /// Colour at half the resolution each way (4:2:0), as photographs are kept.
+    Halved,
 }
 
-/// JPEG sizes are 16-bit.
-fn dimension(n: u32) -> Result<u16, EncodeError> {
-    u16::try_from(n).map_err(|_| EncodeError::TooLarge {
-        format: ImageFormat::Jpeg,
-        max: ImageFormat::Jpeg.max_dimension(),
-    })
+/// Encodes `pixels` (rows packed) as a baseline JPEG of `quality` keeping `chroma` (grey pixels
+/// are always one channel).
+pub fn encode(
+    pixels: &Pixels<'_>,
+    width: u32,
+    height: u32,
+    quality: Quality,
+    chroma: Chroma,
+) -> Result<Vec<u8>, EncodeError> {
+    let data = pixels.checked(width, height)?;
+    let max = ImageFormat::Jpeg.max_dimension();
+    if width > max || height > max {
+        return Err(EncodeError::TooLarge { format: ImageFormat::Jpeg, max });
+    }
+    let format = match pixels {
+        Pixels::Gray(_) => PixelFormat::GRAY,
+        Pixels::Rgb(_) => PixelFormat::RGB,
+        Pixels::Rgba(_) => PixelFormat::RGBA,
+        Pixels::Bgra(_) => PixelFormat::BGRA,
+    };
+    let subsamp = match (pixels, chroma) {
+        (Pixels::Gray(_), _) | (_, Chroma::Grey) => Subsamp::Gray,
+        (_, Chroma::Halved) => Subsamp::Sub2x2,
+    };
+    let (width, height) = (width as usize, height as usize);
+    let image =
+        Image { pixels: data, width, pitch: width * pixels.bytes_per_pixel(), height, format };
+    let jpeg = |e: turbojpeg::Error| EncodeError::Jpeg(e.to_string());
+    let mut compressor = Compressor::new().map_err(jpeg)?;
+    compressor.set_quality(i32::from(quality.get())).map_err(jpeg)?;
+    compressor.set_subsamp(subsamp).map_err(jpeg)?;
+    compressor.compress_to_vec(image).map_err(jpeg)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Decodes with the `image` crate's own decoder (not libjpeg-turbo's).
+    fn decode(jpeg: &[u8]) -> image::DynamicImage {
+        image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg).unwrap()
+    }
+
+    #[test]
+    fn grey_and_colour_decode_close_to_what_was_encoded() {
+        let (w, h) = (64u32, 48u32);
+        // A smooth gradient: JPEG at quality 90 keeps it within a few levels.
+        let grey: Vec<u8> = (0..w * h).map(|i| ((i % w) * 4) as u8).collect();
+        let q90 = Quality::new(90).unwrap();
+        let out = encode(&Pixels::Gray(&grey), w, h, q90, Chroma::Halved).unwrap();
+        let back = decode(&out);
+        assert_eq!(back.color(), image::ColorType::L8);
+        let worst = back.as_bytes().iter().zip(&grey).map(|(a, b)| a.abs_diff(*b)).max();
+        assert!(worst.unwrap() <= 4, "worst difference {worst:?}");
+        // The same grey as neutral BGRA, one channel kept: the same JPEG.
+        let neutral: Vec<u8> = grey.iter().flat_map(|g| [*g, *g, *g, 255]).collect();
+        let from_bgra = encode(&Pixels::Bgra(&neutral), w, h, q90, Chroma::Grey).unwrap();
+        assert_eq!(from_bgra, out, "libjpeg-turbo's luminance of a neutral pixel is its grey");
+        let bgra: Vec<u8> = grey.iter().flat_map(|g| [*g, 128, 255 - *g, 255]).collect();
+        let out = encode(&Pixels::Bgra(&bgra), w, h, q90, Chroma::Halved).unwrap();
+        let back = decode(&out).to_rgb8();
+        let rgb: Vec<u8> = bgra.chunks_exact(4).flat_map(|p| [p[2], p[1], p[0]]).collect();
+        let worst = back.as_raw().iter().zip(&rgb).map(|(a, b)| a.abs_diff(*b)).max();
+        assert!(worst.unwrap() <= 8, "worst difference {worst:?}");
+    }
+
+    #[test]
+    fn lower_quality_makes_smaller_files() {
+        let (w, h) = (96u32, 96u32);
+        let noise: Vec<u8> =
+            (0..w * h).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let at = |q| encode(&Pixels::Gray(&noise), w, h, Quality::new(q).unwrap(), Chroma::Grey);
+        let (small, large) = (at(20).unwrap(), at(95).unwrap());
+        assert!(small.len() < large.len(), "{} >= {}", small.len(), large.len());
+    }
 }

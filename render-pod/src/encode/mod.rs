@@ -7,7 +7,7 @@ pub mod png;
 pub mod png_filter;
 pub mod webp;
 
-pub use format::{ImageFormat, UnknownFormat};
+pub use format::{ImageFormat, Quality, UnknownFormat};
 
 /// Pixels handed to an encoder, rows packed (no stride padding).
 #[derive(Debug, Clone, Copy)]
@@ -77,28 +77,37 @@ pub enum EncodeError {
     Webp(String),
 }
 
-/// Encodes an opaque BGRA render (rows packed) in `format`, with per-format choices measured
-/// by `benches/encoding.rs`. PNG and JPEG encode a page without colour as grey (a quarter of
-/// the bytes to filter and compress); a colour page goes to PNG as RGB (smaller than RGBA with
-/// its constant alpha) and to JPEG as BGRA (it skips alpha itself). PNG converts, filters and
-/// compresses row by row in one pass. WebP's encoder takes only RGBA (and works on ARGB
-/// internally, so a grey plane saves nothing): it gets the page swapped to RGBA.
+/// Encodes an opaque BGRA render (rows packed) in `format`, lossy ones at `quality` (JPEG's
+/// default when `None`; WebP is lossless without one), with per-format choices measured by
+/// `benches/encoding.rs`. PNG and JPEG encode a page without colour as grey (a quarter of the
+/// bytes to filter, transform and compress); a colour page goes to PNG as RGB (smaller than
+/// RGBA with its constant alpha). PNG converts, filters and compresses row by row in one pass;
+/// libjpeg-turbo reads the BGRA itself, told only whether to keep colour. Lossy WebP reads BGRA itself;
+/// lossless WebP's encoder takes only RGBA (and works on ARGB internally, so a grey plane saves
+/// nothing): it gets the page swapped to RGBA.
 pub fn encode_bgra(
     bgra: &[u8],
     width: u32,
     height: u32,
     format: ImageFormat,
+    quality: Option<Quality>,
 ) -> Result<Vec<u8>, EncodeError> {
     let all = Pixels::Bgra(bgra);
     all.checked(width, height)?;
-    match format {
-        ImageFormat::Png => png::encode_bgra(bgra, width, height, png::FILTERS),
-        ImageFormat::Jpeg => match pixels::gray_if_neutral(bgra) {
-            Some(gray) => jpeg::encode(&Pixels::Gray(&gray), width, height),
-            None => jpeg::encode(&all, width, height),
-        },
-        ImageFormat::Webp => {
-            webp::encode(&Pixels::Rgba(&pixels::bgra_to_rgba(bgra)), width, height)
+    match (format, quality) {
+        (ImageFormat::Png, _) => png::encode_bgra(bgra, width, height, png::FILTERS),
+        (ImageFormat::Jpeg, quality) => {
+            let quality = quality.unwrap_or(jpeg::DEFAULT_QUALITY);
+            let chroma =
+                if pixels::is_neutral(bgra) { jpeg::Chroma::Grey } else { jpeg::Chroma::Halved };
+            jpeg::encode(&all, width, height, quality, chroma)
+        }
+        (ImageFormat::Webp, None) => {
+            webp::encode_lossless(&Pixels::Rgba(&pixels::bgra_to_rgba(bgra)), width, height)
+        }
+        (ImageFormat::Webp, Some(quality)) => {
+            let how = webp::Libwebp::Lossy { quality, method: webp::LOSSY_METHOD };
+            webp::encode_libwebp(bgra, width, height, how)
         }
     }
 }
@@ -110,7 +119,7 @@ mod tests {
 
     #[test]
     fn refuses_a_buffer_of_the_wrong_size() {
-        let err = encode_bgra(&[255; 12], 2, 2, ImageFormat::Png).unwrap_err();
+        let err = encode_bgra(&[255; 12], 2, 2, ImageFormat::Png, None).unwrap_err();
         assert_eq!(
             err,
             EncodeError::BadBuffer { width: 2, height: 2, bytes_per_pixel: 4, len: 12 }
@@ -122,12 +131,14 @@ mod tests {
     #[test]
     fn refuses_sizes_the_format_cannot_hold() {
         let wide = vec![255u8; 16_384 * 4];
-        let err = encode_bgra(&wide, 16_384, 1, ImageFormat::Webp).unwrap_err();
-        assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Webp, max: 16_383 });
+        for quality in [None, Quality::new(50)] {
+            let err = encode_bgra(&wide, 16_384, 1, ImageFormat::Webp, quality).unwrap_err();
+            assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Webp, max: 16_383 });
+        }
         let wide = vec![255u8; 65_536 * 4];
-        let err = encode_bgra(&wide, 65_536, 1, ImageFormat::Jpeg).unwrap_err();
+        let err = encode_bgra(&wide, 65_536, 1, ImageFormat::Jpeg, None).unwrap_err();
         assert_eq!(err, EncodeError::TooLarge { format: ImageFormat::Jpeg, max: 65_535 });
-        assert!(encode_bgra(&wide, 65_536, 1, ImageFormat::Png).is_ok());
+        assert!(encode_bgra(&wide, 65_536, 1, ImageFormat::Png, None).is_ok());
     }
 
     #[test]
@@ -136,12 +147,14 @@ mod tests {
         let colour = [255, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
         let grey = [0, 0, 0, 255, 255, 255, 255, 255, 0, 0, 0, 255, 9, 9, 9, 255];
         for bgra in [colour, grey] {
-            assert!(encode_bgra(&bgra, 2, 2, ImageFormat::Png).unwrap().starts_with(b"\x89PNG"));
-            assert!(
-                encode_bgra(&bgra, 2, 2, ImageFormat::Jpeg).unwrap().starts_with(&[0xFF, 0xD8])
-            );
-            let webp = encode_bgra(&bgra, 2, 2, ImageFormat::Webp).unwrap();
-            assert!(webp.starts_with(b"RIFF") && &webp[8..12] == b"WEBP");
+            let png = encode_bgra(&bgra, 2, 2, ImageFormat::Png, None).unwrap();
+            assert!(png.starts_with(b"\x89PNG"));
+            for quality in [None, Quality::new(60)] {
+                let jpeg = encode_bgra(&bgra, 2, 2, ImageFormat::Jpeg, quality).unwrap();
+                assert!(jpeg.starts_with(&[0xFF, 0xD8]));
+                let webp = encode_bgra(&bgra, 2, 2, ImageFormat::Webp, quality).unwrap();
+                assert!(webp.starts_with(b"RIFF") && &webp[8..12] == b"WEBP");
+            }
         }
     }
 }

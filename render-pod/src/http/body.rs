@@ -13,6 +13,7 @@ use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{StatusCode, header};
 use futures::StreamExt;
 
+use super::digest::{Hashed, Hashing};
 use super::error::ApiError;
 use super::input::{self, BodyKind};
 use crate::byte_budget::{ByteBudget, Reservation};
@@ -39,12 +40,14 @@ pub struct BodyLimits {
     pub idle: Option<Duration>,
 }
 
-/// A document read from a request, and its share of the byte budget (held as long as the
-/// document is).
+/// A document read from a request, its hashes, and its share of the byte budget (held as long
+/// as the document is).
 #[derive(Debug)]
 pub struct Upload {
     /// The document.
     pub bytes: Bytes,
+    /// Its hashes, computed as it arrived.
+    pub hashed: Hashed,
     /// Its reservation.
     pub reservation: Arc<Reservation>,
 }
@@ -59,13 +62,15 @@ pub struct Budget {
 }
 
 /// Reads the document from the body (raw, or the multipart field `file`) within `limits`,
-/// reserving its bytes in `budget` first; reading stops at `deadline`. Refusals that come
-/// before the body is read (too large, wrong type, no budget) do not read it.
+/// reserving its bytes in `budget` first and hashing them as they arrive (SHA-256 too with
+/// `sha256`); reading stops at `deadline`. Refusals that come before the body is read (too
+/// large, wrong type, no budget) do not read it.
 pub async fn read_document(
     request: Request,
     limits: BodyLimits,
     budget: Budget,
     deadline: Instant,
+    sha256: bool,
 ) -> Result<Upload, ApiError> {
     let headers = request.headers();
     let declared = headers
@@ -98,11 +103,12 @@ pub async fn read_document(
         last: Instant::now(),
         deadline,
     };
+    let mut hashing = Hashing::new(sha256);
     let bytes = if multipart {
         let stash = Arc::new(Mutex::new(None));
         let stream = incoming.into_stream(stash.clone());
         let request = Request::from_parts(parts, Body::from_stream(stream));
-        match multipart_file(request, limits.max_bytes).await {
+        match multipart_file(request, limits.max_bytes, &mut hashing).await {
             Ok(bytes) => bytes,
             // The body's own refusal (too slow, too large, no budget) says more than the
             // parser's "stream failed".
@@ -116,11 +122,13 @@ pub async fn read_document(
         let capacity = usize::try_from(declared.unwrap_or(0)).unwrap_or(0);
         let mut bytes = Vec::with_capacity(capacity);
         while let Some(chunk) = incoming.next().await? {
+            // Hashed while the piece is in cache, not in a second pass over the whole body.
+            hashing.update(&chunk);
             bytes.extend_from_slice(&chunk);
         }
         Bytes::from(bytes)
     };
-    Ok(Upload { bytes, reservation })
+    Ok(Upload { bytes, hashed: hashing.finish(), reservation })
 }
 
 /// What a body reserves when admitted: what it declares, at most `admit_bytes` (a chunked body
@@ -266,8 +274,12 @@ impl Incoming {
     }
 }
 
-/// The `file` field of a multipart form, parsed as the body streams in.
-async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
+/// The `file` field of a multipart form, parsed (and hashed) as the body streams in.
+async fn multipart_file(
+    request: Request,
+    max: u64,
+    hashing: &mut Hashing,
+) -> Result<Bytes, ApiError> {
     let mut form = Multipart::from_request(request, &())
         .await
         .map_err(|e| ApiError::invalid(format!("bad multipart body: {}", e.body_text())))?;
@@ -278,7 +290,7 @@ async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
             ApiError::invalid(format!("bad multipart body: {}", e.body_text()))
         }
     };
-    while let Some(field) = form.next_field().await.map_err(field_error)? {
+    while let Some(mut field) = form.next_field().await.map_err(field_error)? {
         if field.name() != Some("file") {
             continue;
         }
@@ -288,7 +300,12 @@ async fn multipart_file(request: Request, max: u64) -> Result<Bytes, ApiError> {
             }
             _ => {}
         }
-        return field.bytes().await.map_err(field_error);
+        let mut bytes = Vec::new();
+        while let Some(chunk) = field.chunk().await.map_err(field_error)? {
+            hashing.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+        }
+        return Ok(Bytes::from(bytes));
     }
     Err(ApiError::invalid("multipart body has no field named \"file\""))
 }

@@ -20,18 +20,15 @@ use crate::quarantine::WorkClass;
 use super::AppState;
 use super::error::ApiError;
 use super::params::{self, Query};
-use super::{body, etag, input, source};
+use super::{body, digest, etag, input, source};
 use crate::byte_budget::Reservation;
+use crate::doc_cache::{Digest, HeldDocument};
 
 /// New work is refused while answers leave less than this part of the answer budget free (a
 /// sixteenth: 6.25 MiB of the default 100 MiB, half a large page image): answers nobody reads
 /// hold it, and the answer of new work would most likely be made, find no room and be thrown
 /// away.
 const ANSWER_ROOM_PART: u64 = 16;
-
-/// Bodies above this are hashed on the blocking pool, so the async threads stay free; below it
-/// (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another thread costs more than it saves.
-const INLINE_HASH_BYTES: usize = 1 << 20;
 
 /// A request past the front door: its document, hash, password, deadlines, queue place and
 /// share of the byte budget.
@@ -163,7 +160,8 @@ enum Slots {
 /// the byte budget, unless the pod is draining, unread answers hold the answer budget, the
 /// queue is full, the wait for a slot would outlast the request's deadline or the document is
 /// quarantined for all work. Every refusal before the body is read answers at once, without
-/// reading it.
+/// reading it. A document named by a digest the pod holds is not read at all when its body is
+/// not on its way (see [`held_by_digest`]); one named by `?source=` is fetched instead.
 async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitted, ApiError> {
     let arrived = Instant::now();
     if !app.lifecycle.is_accepting() {
@@ -176,8 +174,8 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
     }
     let headers = request.headers();
     let said = input::request_timeout(headers)
-        .and_then(|timeout| Ok((timeout, input::password(headers)?)));
-    let (client_timeout, password) = match said {
+        .and_then(|timeout| Ok((timeout, input::password(headers)?, digest::requested(headers)?)));
+    let (client_timeout, password, digests) = match said {
         Ok(said) => said,
         Err(error) => return Err(input::refuse(request, error)),
     };
@@ -191,51 +189,100 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
         },
         Slots::NotNeeded => None,
     };
-    let budget = body::Budget {
-        budget: app.uploads.budget.clone(),
-        retry_after_secs: app.engine.retry_after_secs(),
-    };
     let stored = match source::requested(&request) {
         Ok(stored) => stored,
         Err(error) => return Err(input::refuse(request, error)),
     };
-    let upload = match stored {
+    let document = match stored {
         Some(url) => source::fetch(app, request, &url).await?,
-        None => body::read_document(request, app.uploads.limits, budget, timing.effective())
-            .await
-            .inspect_err(|e| match e.code {
-                "upload_budget_exhausted" => app.metrics.reject("upload_budget"),
-                "body_too_slow" => app.metrics.reject("body_too_slow"),
-                _ => {}
-            })?,
-    };
-    let doc = upload.bytes;
-    app.metrics.bytes_in.inc_by(doc.len() as u64);
-    if doc.is_empty() {
-        return Err(OpError::Unreadable { detail: "the document is empty".into() }.into());
-    }
-    let hash = if doc.len() <= INLINE_HASH_BYTES {
-        DocHash::of(&doc)
-    } else {
-        let for_hash = doc.clone();
-        tokio::task::spawn_blocking(move || DocHash::of(&for_hash))
-            .await
-            .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?
+        None => match held_by_digest(app, request, &digests)? {
+            Ok(held) => held,
+            Err(request) => receive(app, request, &digests, &timing).await?,
+        },
     };
     // Here only a document refused all work; one convicted by some work (a huge render) is
     // refused that work when its job is queued, and served the rest.
-    app.engine.check_quarantine(&hash, WorkClass::Open)?;
+    app.engine.check_quarantine(&document.hash, WorkClass::Open)?;
     Ok(Admitted {
-        doc,
-        hash,
+        doc: document.bytes,
+        hash: document.hash,
         password,
         timing,
         place,
         tagged: false,
         if_none_match,
-        _held: upload.reservation,
+        _held: document.reservation,
         _streamed: None,
     })
+}
+
+/// The document a request names by digest, when the pod holds it and the body is not on its
+/// way: the client waits for `100 Continue` (which it then never gets: the request is dropped
+/// unread) or declared no body. A request without a body whose document the pod does not hold
+/// is refused with 412 `document_not_held`; any other request goes on to send its body
+/// (`Err(request)`).
+fn held_by_digest(
+    app: &AppState,
+    request: Request,
+    digests: &[Digest],
+) -> Result<Result<HeldDocument, Request>, ApiError> {
+    let no_body = input::declares_no_body(request.headers());
+    if digests.is_empty() || !(no_body || input::expects_continue(request.headers())) {
+        return Ok(Err(request));
+    }
+    if let Some(held) = app.documents.get(digests) {
+        return Ok(Ok(held));
+    }
+    if no_body {
+        app.metrics.reject("document_not_held");
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "document_not_held",
+            "this pod does not hold the document the request names by digest: send the \
+             document in the body, with the same digest header, and it is kept for the next \
+             request",
+        ));
+    }
+    Ok(Err(request))
+}
+
+/// Reads the document from the body within the upload budget, hashing it as it arrives, and
+/// checks it against the digests the request declared; a document declared by digest is kept
+/// for the requests that name it next.
+async fn receive(
+    app: &AppState,
+    request: Request,
+    digests: &[Digest],
+    timing: &Timing,
+) -> Result<HeldDocument, ApiError> {
+    let budget = body::Budget {
+        budget: app.uploads.budget.clone(),
+        retry_after_secs: app.engine.retry_after_secs(),
+    };
+    let sha256 = digest::wants_sha256(digests);
+    let upload =
+        body::read_document(request, app.uploads.limits, budget, timing.effective(), sha256)
+            .await
+            .inspect_err(|e| match e.code {
+                "upload_budget_exhausted" => app.metrics.reject("upload_budget"),
+                "body_too_slow" => app.metrics.reject("body_too_slow"),
+                _ => {}
+            })?;
+    app.metrics.bytes_in.inc_by(upload.bytes.len() as u64);
+    if upload.bytes.is_empty() {
+        return Err(OpError::Unreadable { detail: "the document is empty".into() }.into());
+    }
+    digest::check(digests, &upload.hashed)
+        .inspect_err(|_| app.metrics.reject("digest_mismatch"))?;
+    let document = HeldDocument {
+        bytes: upload.bytes,
+        hash: upload.hashed.hash,
+        reservation: upload.reservation,
+    };
+    if digests.is_empty() {
+        return Ok(document);
+    }
+    Ok(app.documents.insert(document, upload.hashed.sha256))
 }
 
 /// The document as PDFium gets it: a PDF (or unknown bytes, which PDFium judges) as uploaded,

@@ -72,7 +72,7 @@ mod tests {
     use crate::ops::{ImageFormat, Op, RenderSize};
 
     fn render(page: u32) -> Op {
-        Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png }
+        Op::Render { page, size: RenderSize::Dpi(150.0), format: ImageFormat::Png, quality: None }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
 
 use super::documents::query_of;
-use super::{ThumbnailLimits, etag, input, params};
+use super::{ThumbnailLimits, digest, etag, input, params};
 use crate::office::InflationLimits;
 use crate::office::detect::{Detected, detect, inflation};
 use crate::ops::{Op, RenderSize};
@@ -44,7 +44,8 @@ pub fn query(data: &[u8]) {
         let count = pages.count();
         assert!(count <= u64::from(MAX_PAGES), "{count} pages admitted past {MAX_PAGES}");
     }
-    if let Ok((_, RenderSize::Width(width), _)) = params::thumbnails(&query, MAX_PAGES, THUMBNAILS)
+    if let Ok((_, RenderSize::Width(width), _, _)) =
+        params::thumbnails(&query, MAX_PAGES, THUMBNAILS)
     {
         let max = THUMBNAILS.max_width;
         assert!(width <= max, "width {width} admitted past {max}");
@@ -60,6 +61,8 @@ pub fn headers(data: &[u8]) {
         header::ACCEPT,
         header::CONTENT_TYPE,
         header::IF_NONE_MATCH,
+        HeaderName::from_static(digest::REPR_DIGEST),
+        HeaderName::from_static(digest::CONTENT_DIGEST),
     ];
     let mut headers = HeaderMap::new();
     let lines = data.split(|b| *b == b'\n');
@@ -78,6 +81,16 @@ pub fn headers(data: &[u8]) {
     let _ = input::classify(content_type);
     if let Some(if_none_match) = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
         let _ = etag::none_match(if_none_match, "\"0123456789abcdef\"");
+    }
+    // Each digest read names what the header said: written back alone, it reads the same.
+    for found in digest::requested(&headers).unwrap_or_default() {
+        let mut alone = HeaderMap::new();
+        let value = digest::header_value(&found);
+        alone.insert(
+            HeaderName::from_static(digest::REPR_DIGEST),
+            value.parse().unwrap_or_else(|_| panic!("{value:?} is no header value")),
+        );
+        assert_eq!(digest::requested(&alone).ok(), Some(vec![found]), "{value}");
     }
 }
 

@@ -32,6 +32,7 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
         "office": app.office.status(),
         // What `?source=` fetched and kept, and how often an unchanged ETag answered.
         "object_cache": app.objects.as_ref().map(|objects| objects.cache_status()),
+        "documents": app.documents.status(),
     });
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

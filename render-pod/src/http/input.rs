@@ -130,14 +130,25 @@ static LINGER_PLACES: Semaphore = Semaphore::const_new(LINGERING);
 /// sends anyway has its upload read and discarded for a bounded while (as nginx's lingering
 /// close does), so it finishes sending and sees the error instead of a broken pipe.
 pub fn refuse(request: Request, error: ApiError) -> ApiError {
-    let expects_continue = request
-        .headers()
-        .get(header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if !expects_continue {
+    if !expects_continue(request.headers()) {
         linger(request.into_body().into_data_stream());
     }
     error
+}
+
+/// Whether the client waits for `100 Continue` before it sends its body (hyper sends it when
+/// the body is first read, so a body never read is never sent).
+pub fn expects_continue(headers: &HeaderMap) -> bool {
+    headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// Whether the request carries no body at all: `Content-Length: 0`, or neither a length nor a
+/// transfer coding (how HTTP/1.1 frames a request without one).
+pub fn declares_no_body(headers: &HeaderMap) -> bool {
+    match headers.get(header::CONTENT_LENGTH) {
+        Some(length) => length.as_bytes().trim_ascii() == b"0",
+        None => !headers.contains_key(header::TRANSFER_ENCODING),
+    }
 }
 
 /// Reads and discards what is left of an upload in the background, up to [`LINGER_BYTES`] and
@@ -198,6 +209,16 @@ mod tests {
         for bad in ["0", "-1", "abc", "NaN", "inf", "1e9", "", "1e-300"] {
             assert_eq!(t(bad).unwrap_err().code, "invalid_request", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_request_without_a_body_and_one_that_waits_to_send_it() {
+        assert!(declares_no_body(&headers(&[])));
+        assert!(declares_no_body(&headers(&[("content-length", "0")])));
+        assert!(!declares_no_body(&headers(&[("content-length", "10")])));
+        assert!(!declares_no_body(&headers(&[("transfer-encoding", "chunked")])));
+        assert!(!expects_continue(&headers(&[])));
+        assert!(expects_continue(&headers(&[("expect", "100-Continue")])));
     }
 
     #[test]

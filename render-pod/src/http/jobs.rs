@@ -221,7 +221,7 @@ pub async fn submit(
         retry_after_secs: app.engine.retry_after_secs(),
     };
     let document =
-        body::read_document(request, app.uploads.limits, budget, timing.effective()).await?;
+        body::read_document(request, app.uploads.limits, budget, timing.effective(), false).await?;
     if document.bytes.is_empty() {
         return Err(ApiError::invalid("the document is empty"));
     }

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod body;
 pub mod budget;
+pub mod digest;
 mod documents;
 mod error;
 pub mod etag;
@@ -23,18 +24,22 @@ mod thumbnails;
 pub mod write_timeout;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::handler::Handler;
 use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::MethodRouter;
+use futures::StreamExt;
 use renderpool_sizing::SlotPlan;
 use serde::Serialize;
 
 use crate::byte_budget::ByteBudget;
+use crate::doc_cache::DocCache;
 use crate::drain::Lifecycle;
 use crate::engine::Engine;
 use crate::limits::DetectedLimits;
@@ -106,6 +111,8 @@ pub struct AppState {
     pub max_pages: u32,
     /// The byte budget and body limits.
     pub uploads: Uploads,
+    /// Documents held by digest, within the upload budget.
+    pub documents: Arc<DocCache>,
     /// The byte budget for answers waiting to be written: workers' answers are reserved in it
     /// by the engine, answers the front makes itself (JSON, filmstrip lines, Office PDFs) here.
     pub answers: Arc<ByteBudget>,
@@ -124,13 +131,40 @@ pub struct AppState {
     pub jobs: Option<jobs::JobsFront>,
 }
 
-/// Errors are often answered before the body was read (bad parameters, too large, draining);
-/// hyper then drops the connection, so tell the client not to reuse it.
-async fn close_after_error(mut response: Response) -> Response {
-    if response.status().is_client_error() || response.status().is_server_error() {
+/// Tells a client when its connection will not carry another request: after an error answered
+/// before the body was read (hyper then drops the connection), and after a request that waited
+/// for `100 Continue` and was answered without ever being asked for its body (a document the pod
+/// holds already): the body it declared was never sent, so the connection is closed. A request
+/// that declared no body leaves nothing unread, error or not.
+async fn say_when_closing(request: Request, next: Next) -> Response {
+    let no_body = input::declares_no_body(request.headers());
+    let (request, asked) = if input::expects_continue(request.headers()) && !no_body {
+        let (request, asked) = watch_body(request);
+        (request, Some(asked))
+    } else {
+        (request, None)
+    };
+    let mut response = next.run(request).await;
+    let failed = response.status().is_client_error() || response.status().is_server_error();
+    let never_sent = asked.is_some_and(|asked| !asked.load(Ordering::Relaxed));
+    if (failed && !no_body) || never_sent {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+/// The request with a body that records whether it was ever read (asking hyper for it is what
+/// sends `100 Continue`).
+fn watch_body(request: Request) -> (Request, Arc<AtomicBool>) {
+    let asked = Arc::new(AtomicBool::new(false));
+    let (parts, body) = request.into_parts();
+    let mut stream = body.into_data_stream();
+    let flag = asked.clone();
+    let watched = futures::stream::poll_fn(move |cx| {
+        flag.store(true, Ordering::Relaxed);
+        stream.poll_next_unpin(cx)
+    });
+    (Request::from_parts(parts, Body::from_stream(watched)), asked)
 }
 
 /// Whether a route takes a document (and so the body limit) or is answered by the front from
@@ -210,6 +244,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     let documents = documents
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require))
-        .layer(axum::middleware::map_response(close_after_error));
+        .layer(axum::middleware::from_fn(say_when_closing));
     front.merge(documents).with_state(state)
 }

@@ -26,6 +26,7 @@ mod tests {
 
     use super::DOCUMENT;
     use crate::engine::JobError;
+    use crate::http::digest::{CONTENT_DIGEST, REPR_DIGEST};
     use crate::http::input::{NDJSON, PASSWORD_HEADER, REQUEST_TIMEOUT_HEADER};
     use crate::http::params::{self, Query, ThumbnailLimits};
     use crate::http::source;
@@ -178,6 +179,10 @@ mod tests {
             let headers = parameters(&doc, op, "header");
             let context = format!("{} {}", route.method, route.path);
             assert!(headers.contains_key(REQUEST_TIMEOUT_HEADER), "{context}: Request-Timeout");
+            // Every document route takes its document by digest too.
+            for digest in [REPR_DIGEST, CONTENT_DIGEST] {
+                assert!(headers.contains_key(digest), "{context}: {digest}");
+            }
             // The password opens PDFs; a converted Office document has none.
             let pdf_routes = route.path != "/v1/convert";
             assert_eq!(
@@ -229,6 +234,11 @@ mod tests {
             strip_width["default"].as_u64(),
             Some(u64::from(params::DEFAULT_THUMBNAIL_WIDTH))
         );
+        for path in ["/v1/render", "/v1/thumbnails"] {
+            let quality = param(path, "quality");
+            assert_eq!(quality["minimum"].as_u64(), Some(u64::from(crate::ops::Quality::MIN)));
+            assert_eq!(quality["maximum"].as_u64(), Some(u64::from(crate::ops::Quality::MAX)));
+        }
         let text = param("/v1/watermark", "text");
         assert_eq!(text["maxLength"].as_u64(), Some(params::MAX_WATERMARK_CHARS as u64));
         let format = param("/v1/render", "format");
@@ -288,6 +298,7 @@ mod tests {
             "FORBIDDEN" => 403,
             "NOT_FOUND" => 404,
             "REQUEST_TIMEOUT" => 408,
+            "PRECONDITION_FAILED" => 412,
             "PAYLOAD_TOO_LARGE" => 413,
             "UNSUPPORTED_MEDIA_TYPE" => 415,
             "UNPROCESSABLE_ENTITY" => 422,

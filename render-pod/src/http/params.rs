@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::office::{ConvertOptions, PdfA};
-use crate::ops::{ImageFormat, Op, OpError, PageSelection, RenderSize, size};
+use crate::ops::{ImageFormat, Op, OpError, PageSelection, Quality, RenderSize, size};
 
 use super::error::ApiError;
 
@@ -55,22 +55,28 @@ pub fn extract(query: &Query, max_pages: u32) -> Result<Op, ApiError> {
     Ok(Op::Extract { pages: pages(query, max_pages)?, max_chars: max_chars(query)? })
 }
 
-/// `POST /v1/render?page=&dpi=|width=&format=`.
+/// `POST /v1/render?page=&dpi=|width=&format=&quality=`.
 pub fn render(query: &Query) -> Result<Op, ApiError> {
+    let (format, quality) = encoding(query)?;
     Ok(Op::Render {
         page: page(query)?,
         size: render_size(query, RenderSize::Dpi(size::DEFAULT_DPI))?,
-        format: format(query)?,
+        format,
+        quality,
     })
 }
 
-/// `POST /v1/thumbnails?pages=&width=|dpi=&format=`: the selection, each page's size, the format.
+/// A filmstrip's selection, each page's size and how each is encoded.
+pub type Filmstrip = (Option<PageSelection>, RenderSize, ImageFormat, Option<Quality>);
+
+/// `POST /v1/thumbnails?pages=&width=|dpi=&format=&quality=`.
 pub fn thumbnails(
     query: &Query,
     max_pages: u32,
     caps: ThumbnailLimits,
-) -> Result<(Option<PageSelection>, RenderSize, ImageFormat), ApiError> {
-    Ok((pages(query, max_pages)?, thumbnail_size(query, caps)?, format(query)?))
+) -> Result<Filmstrip, ApiError> {
+    let (format, quality) = encoding(query)?;
+    Ok((pages(query, max_pages)?, thumbnail_size(query, caps)?, format, quality))
 }
 
 /// `POST /v1/watermark?text=`.
@@ -162,6 +168,23 @@ fn format(query: &Query) -> Result<ImageFormat, ApiError> {
     }
 }
 
+/// `format=` and `quality=` (1 to 100): JPEG at 80 unless given, WebP lossless unless given
+/// (lossy at it when given); PNG takes none.
+fn encoding(query: &Query) -> Result<(ImageFormat, Option<Quality>), ApiError> {
+    let format = format(query)?;
+    let Some(quality) = number::<u32>(query, "quality")? else {
+        return Ok((format, None));
+    };
+    if !format.takes_quality() {
+        return Err(ApiError::invalid(format!(
+            "quality= applies to jpeg and webp; {format} is lossless"
+        )));
+    }
+    let quality = Quality::new(quality)
+        .ok_or_else(|| ApiError::invalid(format!("quality={quality} is not 1 to 100")))?;
+    Ok((format, Some(quality)))
+}
+
 /// `page=` for `/v1/render`, default 1.
 fn page(query: &Query) -> Result<u32, ApiError> {
     match number::<u32>(query, "page")? {
@@ -243,10 +266,15 @@ pub enum JobOperation {
     /// `/v1/extract`: an [`Op::Extract`].
     Extract(Op),
     /// `/v1/render`: one image per page.
-    Render { pages: JobPages, size: RenderSize, format: ImageFormat },
+    Render { pages: JobPages, size: RenderSize, format: ImageFormat, quality: Option<Quality> },
     /// `/v1/thumbnails`: one image per page (all when `None`), within the filmstrip caps per
     /// page (each page is an object of its own, so the JSON form's pixel cap does not apply).
-    Thumbnails { pages: Option<PageSelection>, size: RenderSize, format: ImageFormat },
+    Thumbnails {
+        pages: Option<PageSelection>,
+        size: RenderSize,
+        format: ImageFormat,
+        quality: Option<Quality>,
+    },
     /// `/v1/watermark`: an [`Op::Watermark`].
     Watermark(Op),
     /// `/v1/convert`.
@@ -265,7 +293,7 @@ pub fn job_operation(
         "extract" => JobOperation::Extract(extract(query, max_pages)?),
         "render" => {
             let several = pages(query, max_pages)?;
-            let Op::Render { page, size, format } = render(query)? else {
+            let Op::Render { page, size, format, quality } = render(query)? else {
                 return Err(ApiError::internal("the render parser made another operation"));
             };
             let pages = match several {
@@ -275,11 +303,11 @@ pub fn job_operation(
                 Some(selection) => JobPages::Selection(selection),
                 None => JobPages::One(page),
             };
-            JobOperation::Render { pages, size, format }
+            JobOperation::Render { pages, size, format, quality }
         }
         "thumbnails" => {
-            let (pages, size, format) = thumbnails(query, max_pages, caps)?;
-            JobOperation::Thumbnails { pages, size, format }
+            let (pages, size, format, quality) = thumbnails(query, max_pages, caps)?;
+            JobOperation::Thumbnails { pages, size, format, quality }
         }
         "watermark" => JobOperation::Watermark(watermark(query)?),
         "convert" => JobOperation::Convert(convert(query, max_pages)?),
@@ -338,6 +366,18 @@ mod tests {
         assert_eq!(format(&q(&[])).unwrap(), ImageFormat::Png);
         assert_eq!(format(&q(&[("format", "JPG")])).unwrap(), ImageFormat::Jpeg);
         assert!(format(&q(&[("format", "gif")])).is_err());
+        assert_eq!(encoding(&q(&[])).unwrap(), (ImageFormat::Png, None));
+        assert_eq!(encoding(&q(&[("format", "webp")])).unwrap(), (ImageFormat::Webp, None));
+        let lossy = encoding(&q(&[("format", "webp"), ("quality", "75")])).unwrap();
+        assert_eq!(lossy, (ImageFormat::Webp, Quality::new(75)));
+        let jpeg = encoding(&q(&[("format", "jpeg"), ("quality", "100")])).unwrap();
+        assert_eq!(jpeg, (ImageFormat::Jpeg, Quality::new(100)));
+        for bad in [[("format", "png"), ("quality", "80")], [("format", "jpeg"), ("quality", "0")]]
+        {
+            assert_eq!(encoding(&q(&bad)).unwrap_err().code, "invalid_request", "{bad:?}");
+        }
+        assert!(encoding(&q(&[("format", "webp"), ("quality", "101")])).is_err());
+        assert!(encoding(&q(&[("quality", "high")])).is_err());
         assert_eq!(page(&q(&[])).unwrap(), 1);
         assert_eq!(page(&q(&[("page", "3")])).unwrap(), 3);
         assert!(page(&q(&[("page", "0")])).is_err());
@@ -376,7 +416,8 @@ mod tests {
             JobOperation::Render {
                 pages: JobPages::One(3),
                 size: RenderSize::Width(200),
-                format: ImageFormat::Png
+                format: ImageFormat::Png,
+                quality: None,
             }
         );
         let several = read("render", &[("pages", "1-4")]).unwrap();

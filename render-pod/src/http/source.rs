@@ -5,18 +5,19 @@
 //! answer with too.
 //!
 //! The one seam between the document routes and where a document comes from is [`fetch`]: it
-//! answers an [`Upload`] exactly as reading a body does.
+//! answers a [`HeldDocument`] as reading a body does (hashed, reserved, not empty).
 
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use renderpool_api::jobs::ObjectUrl;
 
 use super::AppState;
-use super::body::Upload;
 use super::error::ApiError;
 use super::input;
 use super::params::Query;
+use crate::doc_cache::HeldDocument;
 use crate::objects::ObjectError;
+use crate::ops::{DocHash, OpError};
 
 /// The query parameter naming a stored document.
 pub const PARAM: &str = "source";
@@ -42,7 +43,11 @@ pub fn requested(request: &Request) -> Result<Option<ObjectUrl>, ApiError> {
 
 /// Reads the document `url` names, as a body would be read: within the body limit, reserved in
 /// the upload budget, from the ETag cache when unchanged.
-pub async fn fetch(app: &AppState, request: Request, url: &ObjectUrl) -> Result<Upload, ApiError> {
+pub async fn fetch(
+    app: &AppState,
+    request: Request,
+    url: &ObjectUrl,
+) -> Result<HeldDocument, ApiError> {
     let Some(objects) = &app.objects else {
         return Err(input::refuse(
             request,
@@ -58,7 +63,14 @@ pub async fn fetch(app: &AppState, request: Request, url: &ObjectUrl) -> Result<
             app.metrics.reject("upload_budget");
         }
     })?;
-    Ok(Upload { bytes: fetched.bytes, reservation: fetched.reservation })
+    app.metrics.bytes_in.inc_by(fetched.bytes.len() as u64);
+    if fetched.bytes.is_empty() {
+        return Err(OpError::Unreadable { detail: format!("the document {url} is empty") }.into());
+    }
+    let hash = DocHash::of_shared(&fetched.bytes)
+        .await
+        .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?;
+    Ok(HeldDocument { bytes: fetched.bytes, hash, reservation: fetched.reservation })
 }
 
 impl From<ObjectError> for ApiError {

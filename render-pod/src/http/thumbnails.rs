@@ -95,12 +95,15 @@ pub async fn thumbnails(
 ) -> Result<Response, ApiError> {
     let streaming = input::wants_ndjson(request.headers());
     let caps = app.thumbnails;
-    let (request, (selection, size, format)) =
+    let (request, (selection, size, format, quality)) =
         before_body(request, |q| params::thumbnails(q, app.max_pages, caps))?;
     let mut doc = admit_pdf(&app, request).await?;
     // The streaming form may end in an error line after a 200, so it carries no ETag.
-    let etag =
-        if streaming { None } else { doc.etag(&app, "thumbnails", &(&selection, size, format)) };
+    let etag = if streaming {
+        None
+    } else {
+        doc.etag(&app, "thumbnails", &(&selection, size, format, quality))
+    };
     if let Some(unchanged) = doc.not_modified(&app, etag.as_deref()) {
         return Ok(unchanged);
     }
@@ -122,7 +125,7 @@ pub async fn thumbnails(
     // The stream owns the admitted document (its bytes and their reservation) until it ends.
     let doc = Arc::new(doc);
     let renders = futures::stream::iter(pages).map(move |page| {
-        let (engine, task) = (engine.clone(), doc.task(Op::Render { page, size, format }));
+        let (engine, task) = (engine.clone(), doc.task(Op::Render { page, size, format, quality }));
         async move {
             // A streamed page is sent as it finishes, so each has the job deadline to itself
             // (from its turn); the JSON answer is one, within the request's deadline.

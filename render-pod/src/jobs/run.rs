@@ -21,13 +21,11 @@ use crate::http::ApiError;
 use crate::http::params::{JobOperation, JobPages};
 use crate::objects::{Fetched, ObjectError};
 use crate::office::{ConvertError, ConvertOptions, Converted, Detected, OfficeFormat, detect};
-use crate::ops::{DocHash, ImageFormat, Op, OpOutput, PageSelection, RenderSize};
+use crate::ops::{DocHash, ImageFormat, Op, OpOutput, PageSelection, Quality, RenderSize};
 use crate::quarantine::WorkClass;
 
 /// Progress is written at most this often (and at the end); a cancellation is noticed then.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-/// Bodies above this are hashed on the blocking pool.
-const INLINE_HASH_BYTES: usize = 1 << 20;
 
 /// Why a job stopped before its manifest.
 #[derive(Debug)]
@@ -365,10 +363,10 @@ impl<'a> Runner<'a> {
                 let url = outputs::single(folder, index, name, "pdf");
                 vec![self.put(&url, converted.pdf, "application/pdf", index).await?]
             }
-            JobOperation::Render { size, format, .. }
-            | JobOperation::Thumbnails { size, format, .. } => {
+            JobOperation::Render { size, format, quality, .. }
+            | JobOperation::Thumbnails { size, format, quality, .. } => {
                 let pages = self.pages(doc, index).await?;
-                return self.images(doc, folder, index, name, pages, size, format).await;
+                return self.images(doc, folder, index, name, pages, size, format, quality).await;
             }
         };
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -387,6 +385,7 @@ impl<'a> Runner<'a> {
         pages: Vec<u32>,
         size: RenderSize,
         format: ImageFormat,
+        quality: Option<Quality>,
     ) -> Result<Vec<OutputObject>, Stop> {
         let (pdf, hash) = self.pdf(doc, index).await?;
         let password = doc.password.clone();
@@ -396,7 +395,7 @@ impl<'a> Runner<'a> {
                 doc: pdf.clone(),
                 hash,
                 password: password.clone(),
-                op: Op::Render { page, size, format },
+                op: Op::Render { page, size, format, quality },
             };
             async move {
                 let image = match this.or_abort(this.inner.engine.run_background(task)).await? {
@@ -430,11 +429,7 @@ impl<'a> Runner<'a> {
 }
 
 async fn hash(bytes: &Bytes) -> Result<DocHash, Stop> {
-    if bytes.len() <= INLINE_HASH_BYTES {
-        return Ok(DocHash::of(bytes));
-    }
-    let bytes = bytes.clone();
-    tokio::task::spawn_blocking(move || DocHash::of(&bytes))
+    DocHash::of_shared(bytes)
         .await
         .map_err(|e| Stop::from(ApiError::internal(format!("hashing failed: {e}"))))
 }

@@ -1,12 +1,12 @@
 //! Converted PDFs by upload and options, within a byte budget, least recently used out first, so
 //! a 20-page filmstrip of a DOCX converts once, not 20 times.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use serde::Serialize;
 
 use super::{ConvertOptions, Converted};
+use crate::lru::ByteLru;
 use crate::ops::DocHash;
 
 /// What a conversion is keyed by: the upload's hash and the options that shape the PDF.
@@ -29,78 +29,38 @@ pub struct CacheStatus {
     pub budget: u64,
 }
 
-struct Entry {
-    pdf: Converted,
-    used: u64,
-}
-
-#[derive(Default)]
-struct Lru {
-    entries: HashMap<CacheKey, Entry>,
-    /// Last use (a counter) to key, oldest first.
-    order: BTreeMap<u64, CacheKey>,
-    bytes: u64,
-    clock: u64,
-}
-
 /// The bounded cache.
 pub struct PdfCache {
-    budget: u64,
-    lru: Mutex<Lru>,
+    lru: Mutex<ByteLru<CacheKey, Converted>>,
 }
 
 impl PdfCache {
     /// An empty cache holding at most `budget` PDF bytes (0 turns it off).
     pub fn new(budget: u64) -> Self {
-        Self { budget, lru: Mutex::new(Lru::default()) }
+        Self { lru: Mutex::new(ByteLru::new(budget)) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<CacheKey, Converted>> {
         self.lru.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The PDF for `key`, marked as just used.
     pub fn get(&self, key: &CacheKey) -> Option<Converted> {
-        let mut lru = self.lock();
-        lru.clock += 1;
-        let now = lru.clock;
-        let entry = lru.entries.get_mut(key)?;
-        let before = std::mem::replace(&mut entry.used, now);
-        let pdf = entry.pdf.clone();
-        lru.order.remove(&before);
-        lru.order.insert(now, key.clone());
-        Some(pdf)
+        self.lock().get(key).cloned()
     }
 
     /// Keeps `pdf` under `key`, dropping the least recently used PDFs until it fits; a PDF
     /// larger than the whole budget is not kept.
     pub fn insert(&self, key: CacheKey, pdf: Converted) {
         let size = pdf.pdf.len() as u64;
-        if size > self.budget {
-            return;
-        }
-        let mut lru = self.lock();
-        if let Some(old) = lru.entries.remove(&key) {
-            lru.order.remove(&old.used);
-            lru.bytes -= old.pdf.pdf.len() as u64;
-        }
-        while lru.bytes + size > self.budget {
-            let Some((_, oldest)) = lru.order.pop_first() else { break };
-            if let Some(evicted) = lru.entries.remove(&oldest) {
-                lru.bytes -= evicted.pdf.pdf.len() as u64;
-            }
-        }
-        lru.clock += 1;
-        let used = lru.clock;
-        lru.order.insert(used, key.clone());
-        lru.entries.insert(key, Entry { pdf, used });
-        lru.bytes += size;
+        // What went is dropped after the lock, not under it.
+        let _gone = self.lock().insert(key, pdf, size);
     }
 
     /// The current size.
     pub fn status(&self) -> CacheStatus {
         let lru = self.lock();
-        CacheStatus { bytes: lru.bytes, entries: lru.entries.len(), budget: self.budget }
+        CacheStatus { bytes: lru.bytes(), entries: lru.len(), budget: lru.budget() }
     }
 }
 

@@ -39,9 +39,6 @@ pub use gotenberg::{GotenbergClient, UrlError};
 pub use metrics::OfficeMetrics;
 pub use options::{ConvertOptions, PdfA, UnknownPdfA};
 
-/// Bodies above this are hashed on the blocking pool (as the HTTP front does for uploads).
-const INLINE_HASH_BYTES: usize = 1 << 20;
-
 /// A converted PDF and its hash (the worker cache and the poison list key on it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Converted {
@@ -277,17 +274,10 @@ impl Office {
         self.metrics.conversion.observe(took.as_secs_f64());
         let pdf = pdf.map_err(|e| e.with_retry_after(self.retry_after()))?;
         self.average_conversion.record(took);
-        let hash = if pdf.len() <= INLINE_HASH_BYTES {
-            DocHash::of(&pdf)
-        } else {
-            let for_hash = pdf.clone();
-            tokio::task::spawn_blocking(move || DocHash::of(&for_hash)).await.map_err(|e| {
-                ConvertError::Upstream {
-                    status: 200,
-                    message: format!("hashing the PDF failed: {e}"),
-                }
-            })?
-        };
+        let hash = DocHash::of_shared(&pdf).await.map_err(|e| ConvertError::Upstream {
+            status: 200,
+            message: format!("hashing the PDF failed: {e}"),
+        })?;
         Ok(Converted { pdf, hash })
     }
 

@@ -1,7 +1,13 @@
 //! A document as the executor takes it: bytes, their hash (computed once, by whoever received
 //! them) and the password.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+
+/// Documents above this are hashed on the blocking pool by [`DocHash::of_shared`], so the async
+/// threads stay free; below it (BLAKE3 hashes 1 MiB in about 0.2 ms) the hand-off to another
+/// thread costs more than it saves.
+const INLINE_HASH_BYTES: usize = 1 << 20;
 
 /// BLAKE3 of a document's bytes: its identity for the worker's open-document cache, the poison
 /// list and the supervisor's "this worker already holds it" check. Cryptographic, because a
@@ -14,6 +20,16 @@ impl DocHash {
     /// Hashes a document (CPU work: call it off the async threads for large bodies).
     pub fn of(bytes: &[u8]) -> Self {
         Self(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// [`DocHash::of`] from async code: on the blocking pool when `bytes` is large. Fails only
+    /// when the hashing task panicked.
+    pub async fn of_shared(bytes: &Bytes) -> Result<Self, tokio::task::JoinError> {
+        if bytes.len() <= INLINE_HASH_BYTES {
+            return Ok(Self::of(bytes));
+        }
+        let bytes = bytes.clone();
+        tokio::task::spawn_blocking(move || Self::of(&bytes)).await
     }
 }
 

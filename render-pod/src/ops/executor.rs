@@ -63,13 +63,13 @@ impl Executor {
                 let (selected, cut) = selected_pages(document, pages.as_ref(), limits)?;
                 extract::extract_text(document, &selected, *max_chars, cut).map(OpOutput::Text)
             }
-            Op::Render { page, size, format } => {
+            Op::Render { page, size, format, quality } => {
                 let document = self.cache.get(doc)?;
                 render::render_page(
                     document,
                     *page,
                     *size,
-                    *format,
+                    (*format, *quality),
                     limits.max_pixels,
                     &mut self.bitmap,
                 )

@@ -22,7 +22,7 @@ pub use executor::Executor;
 pub use selection::{PageRange, PageSelection};
 pub use types::{
     DocInfo, ExtractOutput, ImageFormat, ImageOutput, Measurement, Op, OpLimits, OpOutput,
-    PageInfo, PageText, RenderSize,
+    PageInfo, PageText, Quality, RenderSize,
 };
 
 /// The document's page count (PDFium counts in a C int that is never negative).

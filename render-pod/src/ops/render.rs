@@ -4,7 +4,7 @@ use pdfium_render::prelude::{
     PdfBitmap, PdfBitmapFormat, PdfColor, PdfDocument, PdfPage, PdfRenderConfig,
 };
 
-use super::{ImageFormat, ImageOutput, OpError, RenderSize, size};
+use super::{ImageFormat, ImageOutput, OpError, Quality, RenderSize, size};
 use crate::encode::{self, EncodeError};
 
 /// Bitmap buffers up to this size are kept for the next page (a 150 dpi Letter page is 8.4 MB):
@@ -12,12 +12,12 @@ use crate::encode::{self, EncodeError};
 pub const KEEP_BITMAP_BYTES: usize = 64 << 20;
 
 /// Renders 1-based `page_no` at `size` into `bitmap` (a buffer kept between pages) and encodes
-/// it as `format`.
+/// it as `format` (at a quality, for the lossy ones).
 pub fn render_page(
     doc: &PdfDocument,
     page_no: u32,
     size: RenderSize,
-    format: ImageFormat,
+    (format, quality): (ImageFormat, Option<Quality>),
     max_pixels: u64,
     bitmap: &mut Vec<u8>,
 ) -> Result<ImageOutput, OpError> {
@@ -36,7 +36,7 @@ pub fn render_page(
     }
     render_bgra(&page, w, h, bitmap)?;
     let (width, height) = (width as u32, height as u32);
-    let encoded = encode::encode_bgra(bitmap, width, height, format);
+    let encoded = encode::encode_bgra(bitmap, width, height, format, quality);
     if bitmap.capacity() > KEEP_BITMAP_BYTES {
         *bitmap = Vec::new();
     }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::encode::ImageFormat;
+pub use crate::encode::{ImageFormat, Quality};
 
 use super::PageSelection;
 use super::payload::Payload;
@@ -28,8 +28,9 @@ pub enum Op {
     Measure { pages: Option<PageSelection>, size: RenderSize },
     /// Text of the selected pages (all when `None`), capped at `max_chars` in total.
     Extract { pages: Option<PageSelection>, max_chars: Option<usize> },
-    /// One page (1-based) as an image.
-    Render { page: u32, size: RenderSize, format: ImageFormat },
+    /// One page (1-based) as an image, at `quality` for the lossy formats (see
+    /// [`crate::encode::encode_bgra`]).
+    Render { page: u32, size: RenderSize, format: ImageFormat, quality: Option<Quality> },
     /// The document with `text` stamped on every page.
     Watermark { text: String },
 }

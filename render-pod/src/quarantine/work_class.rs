@@ -89,7 +89,7 @@ mod tests {
     use crate::ops::ImageFormat;
 
     fn render(size: RenderSize) -> WorkClass {
-        WorkClass::of(&Op::Render { page: 1, size, format: ImageFormat::Png })
+        WorkClass::of(&Op::Render { page: 1, size, format: ImageFormat::Png, quality: None })
     }
 
     #[test]

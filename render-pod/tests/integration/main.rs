@@ -19,6 +19,7 @@ mod service_auth;
 mod service_cancel;
 mod service_corpus;
 mod service_crash;
+mod service_digest;
 mod service_front;
 mod service_lifecycle;
 mod service_sandbox;

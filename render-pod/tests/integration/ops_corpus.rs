@@ -5,7 +5,7 @@
 use crate::pdfium_turn;
 use render_pod::ops::{
     DocInfo, Document, Executor, ExtractOutput, ImageFormat, ImageOutput, Op, OpError, OpLimits,
-    OpOutput, PageSelection, RenderSize,
+    OpOutput, PageSelection, Quality, RenderSize,
 };
 use renderpool_testkit::corpus::{self, read};
 use serde_json::Value;
@@ -46,7 +46,18 @@ fn render(
     size: RenderSize,
     format: ImageFormat,
 ) -> Result<ImageOutput, OpError> {
-    match ex.execute(&Document::new(doc, None), &Op::Render { page, size, format })? {
+    render_at(ex, doc, page, size, format, None)
+}
+
+fn render_at(
+    ex: &mut Executor,
+    doc: &[u8],
+    page: u32,
+    size: RenderSize,
+    format: ImageFormat,
+    quality: Option<Quality>,
+) -> Result<ImageOutput, OpError> {
+    match ex.execute(&Document::new(doc, None), &Op::Render { page, size, format, quality })? {
         OpOutput::Image(image) => Ok(image),
         other => panic!("Render gave {other:?}"),
     }
@@ -249,23 +260,54 @@ fn colours_come_out_as_pdfium_renders_them_in_every_format() {
         .set_clear_color(pdfium_render::prelude::PdfColor::WHITE);
     let reference = page.render_with_config(&config).unwrap().as_image().unwrap().to_rgb8();
     let mut ex = executor(OpLimits::default());
-    for format in [ImageFormat::Png, ImageFormat::Webp, ImageFormat::Jpeg] {
-        let image =
-            render(&mut ex, &read("pdf/cmyk.pdf"), 1, RenderSize::Width(w as u32), format).unwrap();
+    // Lossless formats match exactly; lossy ones within a mean error that a swapped red and
+    // blue (or a page of the wrong document) would be far above on this page.
+    let encodings = [
+        (ImageFormat::Png, None, 0.0),
+        (ImageFormat::Webp, None, 0.0),
+        (ImageFormat::Jpeg, None, 6.0),
+        (ImageFormat::Jpeg, Quality::new(95), 3.0),
+        (ImageFormat::Webp, Quality::new(80), 6.0),
+        (ImageFormat::Webp, Quality::new(95), 4.0),
+    ];
+    for (format, quality, tolerance) in encodings {
+        let size = RenderSize::Width(w as u32);
+        let image = render_at(&mut ex, &read("pdf/cmyk.pdf"), 1, size, format, quality).unwrap();
         let ours = decode(&image).to_rgb8();
-        assert_eq!(ours.dimensions(), reference.dimensions(), "{format}");
-        let error: u64 = ours
-            .as_raw()
-            .iter()
-            .zip(reference.as_raw())
-            .map(|(a, b)| u64::from(a.abs_diff(*b)))
-            .sum();
-        let mean = error as f64 / ours.as_raw().len() as f64;
-        if format == ImageFormat::Jpeg {
-            // Lossy, but a swapped red and blue would be off by far more on this page.
-            assert!(mean < 6.0, "{format}: mean channel error {mean}");
-        } else {
-            assert_eq!(mean, 0.0, "{format}: lossless output differs from PDFium's render");
+        assert_eq!(ours.dimensions(), reference.dimensions(), "{format} {quality:?}");
+        let mean = mean_error(ours.as_raw(), reference.as_raw());
+        assert!(mean <= tolerance, "{format} {quality:?}: mean channel error {mean}");
+    }
+}
+
+/// The mean absolute difference of two equally long buffers of channel values.
+fn mean_error(ours: &[u8], reference: &[u8]) -> f64 {
+    assert_eq!(ours.len(), reference.len());
+    let error: u64 = ours.iter().zip(reference).map(|(a, b)| u64::from(a.abs_diff(*b))).sum();
+    error as f64 / ours.len() as f64
+}
+
+#[test]
+fn lossy_text_pages_stay_close_to_the_render_and_lossless_ones_exact() {
+    // Text pages of the corpus, each against its lossless PNG (the render itself, grey).
+    let _turn = pdfium_turn();
+    let mut ex = executor(OpLimits::default());
+    let doc = read("pdf/R-intro.pdf");
+    for page in [1, 12, 40] {
+        let size = RenderSize::Dpi(150.0);
+        let png = render(&mut ex, &doc, page, size, ImageFormat::Png).unwrap();
+        let reference = decode(&png).to_luma8();
+        for (format, quality, tolerance) in [
+            (ImageFormat::Jpeg, None, 4.0),
+            (ImageFormat::Jpeg, Quality::new(60), 6.0),
+            (ImageFormat::Webp, Quality::new(80), 6.0),
+            (ImageFormat::Webp, None, 0.0),
+        ] {
+            let image = render_at(&mut ex, &doc, page, size, format, quality).unwrap();
+            let ours = decode(&image).to_luma8();
+            assert_eq!(ours.dimensions(), reference.dimensions(), "page {page} {format}");
+            let mean = mean_error(ours.as_raw(), reference.as_raw());
+            assert!(mean <= tolerance, "page {page} {format} {quality:?}: mean error {mean}");
         }
     }
 }
@@ -321,7 +363,8 @@ fn bad_files_give_typed_errors() {
         let opened = info(&mut ex, &doc, Some("asdfzxcv")).unwrap();
         assert!(opened.encrypted, "{name}");
         assert!(opened.page_count >= 1, "{name}");
-        let op = Op::Render { page: 1, size: RenderSize::Width(200), format: ImageFormat::Png };
+        let size = RenderSize::Width(200);
+        let op = Op::Render { page: 1, size, format: ImageFormat::Png, quality: None };
         let image = ex.execute(&Document::new(&doc, Some("asdfzxcv")), &op).unwrap();
         assert!(matches!(image, OpOutput::Image(ImageOutput { width: 200, .. })), "{name}");
     }

@@ -86,7 +86,11 @@ pub async fn read_body(stream: &mut TcpStream, buffer: &mut Vec<u8>, answer: &mu
             Ok(n) => buffer.extend_from_slice(&chunk[..n]),
         }
     }
-    answer.body = std::mem::take(buffer);
+    answer.body = match length {
+        // What follows belongs to the next answer on the connection.
+        Some(len) if len < buffer.len() => buffer.drain(..len).collect(),
+        _ => std::mem::take(buffer),
+    };
 }
 
 /// POSTs `body` to `path` asking `Expect: 100-continue`: the body is sent only if the server
@@ -113,6 +117,62 @@ pub async fn upload_expecting_continue(addr: &str, path: &str, body: &[u8], extr
     let took = start.elapsed();
     read_body(&mut stream, &mut buffer, &mut answer).await;
     Upload { invited: true, answer, took }
+}
+
+/// One keep-alive connection carrying requests one after another, counting the bytes it sent.
+pub struct KeepAlive {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    /// Request bytes written so far (heads and bodies).
+    pub sent: usize,
+}
+
+impl KeepAlive {
+    /// Connects to `addr`.
+    pub async fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        Self { stream, buffer: Vec::new(), sent: 0 }
+    }
+
+    /// POSTs `body` to `path` with `extra` header lines (each ending in `\r\n`); with `expect`
+    /// it asks `Expect: 100-continue` and sends the body only when invited. Returns the answer
+    /// and whether the body was sent; `None` when the server closed the connection first.
+    pub async fn post(
+        &mut self,
+        path: &str,
+        extra: &str,
+        body: &[u8],
+        expect: bool,
+    ) -> Option<(Answer, bool)> {
+        let expectation = if expect { "Expect: 100-continue\r\n" } else { "" };
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/pdf\r\nContent-Length: {}\r\n{expectation}{extra}\r\n",
+            body.len()
+        );
+        self.stream.write_all(head.as_bytes()).await.ok()?;
+        self.sent += head.len();
+        let mut sent_body = false;
+        if !expect || body.is_empty() {
+            self.stream.write_all(body).await.ok()?;
+            self.sent += body.len();
+            sent_body = true;
+        }
+        let mut answer = read_head(&mut self.stream, &mut self.buffer).await?;
+        if answer.status == 100 {
+            self.stream.write_all(body).await.ok()?;
+            self.sent += body.len();
+            sent_body = true;
+            answer = read_head(&mut self.stream, &mut self.buffer).await?;
+        }
+        read_body(&mut self.stream, &mut self.buffer, &mut answer).await;
+        Some((answer, sent_body && !body.is_empty()))
+    }
+
+    /// Whether the server closed the connection (waits up to `within` for it).
+    pub async fn closed_within(&mut self, within: Duration) -> bool {
+        closed_within(&mut self.stream, within).await
+    }
 }
 
 /// Sends `POST path` with `body` (and `extra` header lines) and never reads the answer; the
@@ -196,6 +256,18 @@ pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
             Ok(Ok(_)) => continue,
         }
     }
+}
+
+/// CPU time so far of every thread of process `pid` (`/proc/<pid>/task/*/schedstat`).
+pub fn process_cpu(pid: u32) -> Duration {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("schedstat");
+        if let Ok(stat) = std::fs::read_to_string(path) {
+            total += stat.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+        }
+    }
+    Duration::from_nanos(total)
 }
 
 /// The server process's peak resident memory (`VmHWM`) in bytes.
