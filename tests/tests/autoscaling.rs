@@ -57,7 +57,7 @@ const LOAD_DOCUMENT: &str = "pdf/vector.pdf";
 /// operator's HPA between 1 and [`MAX_REPLICAS`] on the busy-slot ratio.
 fn pool_manifest(node_selector: &Value) -> Value {
     json!({
-        "apiVersion": "renderpool.dev/v1alpha1",
+        "apiVersion": "renderpool.dev/v1beta1",
         "kind": "RenderPool",
         "metadata": { "name": POOL },
         "spec": {
@@ -416,7 +416,7 @@ async fn the_keda_example_is_a_valid_scaled_object_for_kedas_own_crd() {
     .unwrap();
     let example = keda_example();
     assert_eq!(example["spec"]["scaleTargetRef"]["kind"], "RenderPool");
-    assert_eq!(example["spec"]["scaleTargetRef"]["apiVersion"], "renderpool.dev/v1alpha1");
+    assert_eq!(example["spec"]["scaleTargetRef"]["apiVersion"], "renderpool.dev/v1beta1");
     let dry_run = |object: &Value| {
         let mut kubectl = cluster.kubectl();
         kubectl.args([
