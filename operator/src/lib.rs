@@ -14,6 +14,7 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod ownership;
+pub mod preview;
 pub mod probe;
 pub mod requests;
 pub mod status;
