@@ -76,7 +76,7 @@ pub fn quantity(field: &str, max: &str, example: &str) -> Rule {
          quantity(self).compareTo(quantity('{max}')) <= 0"
     ))
     .message(Message::Expression(format!(
-        r#""{field} " + self + " is not a positive quantity of at most {max}; write one such as {example}""#
+        r#""{field} %s is not a positive quantity of at most {max}; write one such as {example}".format([self])"#
     )))
 }
 
@@ -99,7 +99,7 @@ pub fn memory(field: &str, max_mib: u64, example: &str) -> Rule {
 /// Service name.
 pub fn name_fits_children() -> Rule {
     Rule::new("size(self.metadata.name) <= 50").message(Message::Expression(
-        r#""metadata.name " + self.metadata.name + " has " + string(size(self.metadata.name)) + " characters; at most 50 leave room for the child names, which append -gotenberg within the 63 characters of a Service name""#.into(),
+        r#""metadata.name %s has %d characters; at most 50 leave room for the child names, which append -gotenberg within the 63 characters of a Service name".format([self.metadata.name, size(self.metadata.name)])"#.into(),
     ))
 }
 
@@ -111,7 +111,7 @@ pub fn slot_fits_pod() -> Rule {
          quantity(self.memoryPerSlot).isLessThan(quantity(self.memory))",
     )
     .message(Message::Expression(
-        r#""memoryPerSlot " + self.memoryPerSlot + " must be smaller than memory " + self.memory + ", which also holds the supervisor's share""#.into(),
+        r#""memoryPerSlot %s must be smaller than memory %s, which also holds the supervisor's share".format([self.memoryPerSlot, self.memory])"#.into(),
     ))
     .field_path(".memoryPerSlot")
 }
@@ -123,7 +123,7 @@ pub fn gotenberg_timeout_within_deadline() -> Rule {
          self.gotenberg.timeoutSeconds * 1000 <= self.jobDeadlineMs",
     )
     .message(Message::Expression(
-        r#""gotenberg.timeoutSeconds " + string(self.gotenberg.timeoutSeconds) + " s may not exceed jobDeadlineMs " + string(self.jobDeadlineMs) + " ms: a render pod stops waiting for a conversion at its job deadline""#.into(),
+        r#""gotenberg.timeoutSeconds %d s may not exceed jobDeadlineMs %d ms: a render pod stops waiting for a conversion at its job deadline".format([self.gotenberg.timeoutSeconds, self.jobDeadlineMs])"#.into(),
     ))
     .field_path(".gotenberg.timeoutSeconds")
 }
@@ -132,7 +132,7 @@ pub fn gotenberg_timeout_within_deadline() -> Rule {
 pub fn min_within_max() -> Rule {
     Rule::new("self.minReplicas <= self.maxReplicas")
         .message(Message::Expression(
-            r#""autoscaling.minReplicas " + string(self.minReplicas) + " may not exceed autoscaling.maxReplicas " + string(self.maxReplicas)"#.into(),
+            r#""autoscaling.minReplicas %d may not exceed autoscaling.maxReplicas %d".format([self.minReplicas, self.maxReplicas])"#.into(),
         ))
         .field_path(".minReplicas")
 }
@@ -144,7 +144,7 @@ pub fn queue_target_within_queue() -> Rule {
          self.autoscaling.targetQueueDepth <= self.queueDepth",
     )
     .message(Message::Expression(
-        r#""autoscaling.targetQueueDepth " + string(self.autoscaling.targetQueueDepth) + " may not exceed queueDepth " + string(self.queueDepth) + ": a render pod never holds more waiting jobs, so the target could never be reached""#.into(),
+        r#""autoscaling.targetQueueDepth %d may not exceed queueDepth %d: a render pod never holds more waiting jobs, so the target could never be reached".format([self.autoscaling.targetQueueDepth, self.queueDepth])"#.into(),
     ))
     .field_path(".autoscaling.targetQueueDepth")
 }
@@ -168,7 +168,7 @@ pub fn grace_fits_node_autoscalers() -> Rule {
     );
     Rule::new(format!("{seconds} <= {MAX_GRACE_SECONDS}"))
         .message(Message::Expression(format!(
-            r#""preStopSeconds " + string(self.preStopSeconds) + " + drainDelayMs " + string(self.drainDelayMs) + " + jobDeadlineMs " + string(self.jobDeadlineMs) + " + {GRACE_MARGIN_SECONDS} s make a termination grace period of " + string({seconds}) + " s for the render pods, past the {MAX_GRACE_SECONDS} s cluster-autoscaler waits for a pod it drains from a node; lower jobDeadlineMs first""#
+            r#""preStopSeconds %d + drainDelayMs %d + jobDeadlineMs %d + {GRACE_MARGIN_SECONDS} s make a termination grace period of %d s for the render pods, past the {MAX_GRACE_SECONDS} s cluster-autoscaler waits for a pod it drains from a node; lower jobDeadlineMs first".format([self.preStopSeconds, self.drainDelayMs, self.jobDeadlineMs, {seconds}])"#
         )))
         .field_path(".jobDeadlineMs")
 }
@@ -190,9 +190,7 @@ mod tests {
         assert!(rule.rule.contains("quantity('1Ti')"), "{}", rule.rule);
         let text = serde_json::to_string(&rule).unwrap_or_default();
         assert!(
-            text.contains(
-                r#"memoryPerSlot \" + self + \" is not a positive quantity of at most 1Ti"#
-            ),
+            text.contains("memoryPerSlot %s is not a positive quantity of at most 1Ti"),
             "{text}"
         );
         assert!(memory("maxBodySize", BODY_MIB, "100Mi").rule.contains("quantity('1Gi')"));

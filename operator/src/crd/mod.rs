@@ -419,7 +419,7 @@ pub enum GotenbergFlavor {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.replicas) && has(self.officeConcurrency))")
-    .message(Message::Expression(r#""gotenberg.replicas " + string(self.replicas) + " and gotenberg.officeConcurrency " + string(self.officeConcurrency) + " both set the Gotenberg replicas: keep one""#.into())))]
+    .message(Message::Expression(r#""gotenberg.replicas %d and gotenberg.officeConcurrency %d both set the Gotenberg replicas: keep one".format([self.replicas, self.officeConcurrency])"#.into())))]
 pub struct GotenbergSpec {
     /// Run a Gotenberg pool for Office to PDF: a Deployment, Service, PodDisruptionBudget and
     /// NetworkPolicy named <pool>-gotenberg, and the ConfigMap <pool>-office holding each render
