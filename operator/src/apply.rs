@@ -48,9 +48,10 @@ pub struct Stores {
     pub autoscalers: Store<HorizontalPodAutoscaler>,
 }
 
-/// A failed write, with what was being written.
+/// A failed write, with what was being written (in the pool's namespace, which the reconcile's
+/// span names).
 #[derive(Debug, thiserror::Error)]
-#[error("{action} {kind} {namespace}/{name}: {source}")]
+#[error("{action} {kind} {name}: {source}")]
 pub struct ApplyError {
     /// apply, delete or look up.
     pub action: &'static str,

@@ -3,17 +3,17 @@
 
 use crate::apply::{ApplyError, MANAGER, Stores, Target, apply_children};
 use crate::build::{Component, MissingMetadata, build, child_name};
-use crate::crd::{LastError, RenderPool, RenderPoolStatus};
+use crate::crd::{RenderPool, RenderPoolStatus};
 use crate::metrics::Metrics;
 use crate::ownership::owned_by;
 use crate::pool_figures;
-use crate::status::{NAME_CONFLICT, Observed, compute, name_conflict};
+use crate::status::{NAME_CONFLICT, Observed, compute, last_error, name_conflict};
 use crate::trace::reconcile_span;
 use crate::validate::{SpecError, validate};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -44,8 +44,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How soon a pool whose child names are taken looks again: the objects holding them carry no
 /// owner reference to the pool, so freeing a name sends the pool no watch event.
 const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
-/// Longest message kept in `status.lastError`.
-const LAST_ERROR_CHARS: usize = 300;
 
 /// Which namespaces the operator watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +68,8 @@ impl Scope {
 pub struct Context {
     client: Client,
     stores: Stores,
+    /// What runs: the pools' ReplicaSets and pods, which status reads and nothing writes.
+    running: Running,
     metrics: Arc<Metrics>,
     recorder: Recorder,
     /// The backoff of each pool failing now (gone at its next success).
@@ -80,15 +80,58 @@ pub struct Context {
     written: Mutex<HashMap<String, RenderPoolStatus>>,
 }
 
+/// Reflector caches of what the children run: the Deployments' ReplicaSets and their pods
+/// (found by the operator's label, like the children).
+#[derive(Clone)]
+struct Running {
+    replica_sets: reflector::Store<ReplicaSet>,
+    pods: reflector::Store<Pod>,
+}
+
+impl Running {
+    /// The ReplicaSets and pods of pool `name` in `namespace`.
+    fn of(&self, namespace: &str, name: &str) -> (Vec<ReplicaSet>, Vec<Pod>) {
+        fn pick<K: Resource + Clone>(
+            store: &reflector::Store<K>,
+            namespace: &str,
+            name: &str,
+        ) -> Vec<K>
+        where
+            K::DynamicType: std::hash::Hash + Eq + Clone,
+        {
+            store
+                .state()
+                .iter()
+                .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+                .filter(|o| {
+                    o.meta().labels.as_ref().and_then(|l| l.get(INSTANCE)).map(String::as_str)
+                        == Some(name)
+                })
+                .map(|o| K::clone(o))
+                .collect()
+        }
+        (pick(&self.replica_sets, namespace, name), pick(&self.pods, namespace, name))
+    }
+}
+
+/// The label naming the pool a child, ReplicaSet or pod belongs to.
+const INSTANCE: &str = "app.kubernetes.io/instance";
+
+/// The pool a ReplicaSet or pod belongs to, by its labels.
+fn pool_of<K: Resource>(object: K) -> Option<ObjectRef<RenderPool>> {
+    let name = object.meta().labels.as_ref()?.get(INSTANCE)?;
+    Some(ObjectRef::new(name).within(object.meta().namespace.as_deref()?))
+}
+
 /// Why a reconcile failed (and will be retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// Writing a child failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    /// Writing the status failed.
-    #[error("writing status of RenderPool {0}: {1}")]
-    Status(String, #[source] kube::Error),
+    /// Writing the status failed (logged in the reconcile's span, which names the pool).
+    #[error("writing the pool's status: {0}")]
+    Status(#[source] kube::Error),
     /// The object lacks server-set metadata.
     #[error(transparent)]
     Metadata(#[from] MissingMetadata),
@@ -99,7 +142,7 @@ impl ReconcileError {
     fn kind(&self) -> &'static str {
         match self {
             Self::Apply(_) => "apply",
-            Self::Status(..) => "status",
+            Self::Status(_) => "status",
             Self::Metadata(_) => "metadata",
         }
     }
@@ -133,19 +176,27 @@ pub async fn run(
     let mut caches = Vec::new();
     let mut controllers = Vec::new();
     for namespace in scope.namespaces() {
-        let (deployments, deployment_events) = child_reflector::<Deployment>(&client, namespace);
-        let (services, service_events) = child_reflector::<Service>(&client, namespace);
-        let (pdbs, pdb_events) = child_reflector::<PodDisruptionBudget>(&client, namespace);
-        let (config_maps, config_map_events) = child_reflector::<ConfigMap>(&client, namespace);
+        let (deployments, deployment_events) =
+            labelled_reflector::<Deployment>(&client, namespace, true);
+        let (services, service_events) = labelled_reflector::<Service>(&client, namespace, true);
+        let (pdbs, pdb_events) =
+            labelled_reflector::<PodDisruptionBudget>(&client, namespace, true);
+        let (config_maps, config_map_events) =
+            labelled_reflector::<ConfigMap>(&client, namespace, true);
         let (network_policies, network_policy_events) =
-            child_reflector::<NetworkPolicy>(&client, namespace);
+            labelled_reflector::<NetworkPolicy>(&client, namespace, true);
         let (autoscalers, autoscaler_events) =
-            child_reflector::<HorizontalPodAutoscaler>(&client, namespace);
+            labelled_reflector::<HorizontalPodAutoscaler>(&client, namespace, true);
         let stores =
             Stores { deployments, services, pdbs, config_maps, network_policies, autoscalers };
+        let (replica_sets, replica_set_events) =
+            labelled_reflector::<ReplicaSet>(&client, namespace, false);
+        let (pods, pod_events) = labelled_reflector::<Pod>(&client, namespace, false);
+        let running = Running { replica_sets, pods };
         let ctx = Arc::new(Context {
             client: client.clone(),
             stores: stores.clone(),
+            running: running.clone(),
             metrics: metrics.clone(),
             recorder: recorder.clone(),
             failures: Mutex::new(HashMap::new()),
@@ -159,8 +210,10 @@ pub async fn run(
                 .owns_stream(config_map_events)
                 .owns_stream(network_policy_events)
                 .owns_stream(autoscaler_events)
+                .watches_stream(replica_set_events, pool_of)
+                .watches_stream(pod_events, pool_of)
                 .graceful_shutdown_on(shutdown.clone());
-        caches.push(Caches { namespace, pools: controller.store(), stores });
+        caches.push(Caches { namespace, pools: controller.store(), stores, running });
         controllers.push(
             controller
                 .run(reconcile, error_policy, ctx)
@@ -204,12 +257,13 @@ struct Caches<'a> {
     namespace: Option<&'a str>,
     pools: reflector::Store<RenderPool>,
     stores: Stores,
+    running: Running,
 }
 
 impl Caches<'_> {
     /// Waits until every cache has its first full list; false if a writer went away first.
     async fn filled(&self) -> bool {
-        let stores = &self.stores;
+        let (stores, running) = (&self.stores, &self.running);
         let filled = futures::join!(
             self.pools.wait_until_ready(),
             stores.deployments.wait_until_ready(),
@@ -217,9 +271,11 @@ impl Caches<'_> {
             stores.pdbs.wait_until_ready(),
             stores.config_maps.wait_until_ready(),
             stores.network_policies.wait_until_ready(),
-            stores.autoscalers.wait_until_ready()
+            stores.autoscalers.wait_until_ready(),
+            running.replica_sets.wait_until_ready(),
+            running.pods.wait_until_ready()
         );
-        matches!(filled, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
+        matches!(filled, (Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(()), Ok(())))
     }
 
     /// The kinds whose cache has not had its first full list yet, named for a log line.
@@ -233,6 +289,8 @@ impl Caches<'_> {
             ("ConfigMap", unsynced(&stores.config_maps)),
             ("NetworkPolicy", unsynced(&stores.network_policies)),
             ("HorizontalPodAutoscaler", unsynced(&stores.autoscalers)),
+            ("ReplicaSet", unsynced(&self.running.replica_sets)),
+            ("Pod", unsynced(&self.running.pods)),
         ];
         let place = self.namespace.map(|ns| format!(" in {ns}")).unwrap_or_default();
         kinds
@@ -262,10 +320,13 @@ where
     }
 }
 
-/// A reflector over the operator's children of one kind, as a trigger stream and its cache.
-fn child_reflector<K>(
+/// A reflector over the objects of one kind that carry the operator's label (its children,
+/// and the ReplicaSets and pods they run), as a trigger stream and its cache. Only a child's
+/// converge check needs managedFields: with `keep_managed_fields` false they are dropped.
+fn labelled_reflector<K>(
     client: &Client,
     namespace: Option<&str>,
+    keep_managed_fields: bool,
 ) -> (reflector::Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static)
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -278,9 +339,12 @@ where
 {
     let (reader, writer) = reflector::store();
     let config = watcher::Config::default().labels(MANAGED_BY);
-    let stream = reflector::reflector(writer, watcher(api::<K>(client, namespace), config))
-        .default_backoff()
-        .touched_objects();
+    let watch = watcher(api::<K>(client, namespace), config).modify(move |object| {
+        if !keep_managed_fields {
+            object.managed_fields_mut().clear();
+        }
+    });
+    let stream = reflector::reflector(writer, watch).default_backoff().touched_objects();
     (reader, stream)
 }
 
@@ -377,6 +441,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         ctx.stores.deployments.get(&key).filter(|d| owned_by(d.meta(), &uid))
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
+    let (replica_sets, pods) = ctx.running.of(&namespace, &name);
 
     // What this operator wrote last is newer than the cache whenever the two differ.
     let previous = ctx.written.lock().ok().and_then(|w| w.get(&uid).cloned());
@@ -388,6 +453,8 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         render: render.as_deref(),
         applied_generations: generations,
         gotenberg: gotenberg.as_deref(),
+        replica_sets: &replica_sets,
+        pods: &pods,
         conflicts: &conflicts,
         previous,
         last_error,
@@ -435,15 +502,6 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     })
 }
 
-/// The `status.lastError` of a failure, its message cut to a readable length.
-fn last_error(reason: &str, message: &str) -> LastError {
-    let mut short: String = message.chars().take(LAST_ERROR_CHARS).collect();
-    if short.len() < message.len() {
-        short.push_str("...");
-    }
-    LastError { reason: reason.into(), message: short }
-}
-
 /// The API server's own reason for refusing a write (Forbidden, Conflict, ...), when it gave one.
 fn refusal_reason(err: &ApplyError) -> &str {
     match &err.source {
@@ -478,7 +536,7 @@ async fn write_status(
     ctx.metrics.write("RenderPool", "status");
     api.patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
         .await
-        .map_err(|e| ReconcileError::Status(format!("{namespace}/{name}"), e))?;
+        .map_err(ReconcileError::Status)?;
     if let Ok(mut written) = ctx.written.lock() {
         written.insert(uid.to_string(), status.clone());
     }
@@ -522,7 +580,7 @@ mod tests {
                 name: "p-render".into(),
                 source: kube::Error::Api(status.clone()),
             }),
-            ReconcileError::Status("docs/p".into(), kube::Error::Api(status)),
+            ReconcileError::Status(kube::Error::Api(status)),
             ReconcileError::Metadata(MissingMetadata("uid")),
         ];
         let kinds: Vec<&str> = errors.iter().map(ReconcileError::kind).collect();
@@ -551,7 +609,7 @@ mod tests {
         let recorded = last_error(refusal_reason(&err), &refusal_message(&err));
         assert_eq!(recorded.reason, "Forbidden");
         assert!(recorded.message.starts_with("apply Deployment docs/p-render: deployments.apps"));
-        assert_eq!(recorded.message.chars().count(), LAST_ERROR_CHARS + 3);
+        assert_eq!(recorded.message.chars().count(), crate::status::LAST_ERROR_CHARS + 3);
         assert!(!recorded.message.contains("ErrorResponse"), "no debug dump: {}", recorded.message);
     }
 }

@@ -15,6 +15,7 @@ pub mod leader;
 pub mod metrics;
 pub mod ownership;
 pub mod pool_figures;
+pub mod preview;
 pub mod probe;
 pub mod requests;
 pub mod status;

@@ -1,4 +1,5 @@
-//! The renderpool-operator binary: prints the CRD or runs the controller.
+//! The renderpool-operator binary: prints the CRD or the children of a pool, or runs the
+//! controller.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -30,6 +31,21 @@ enum Command {
     /// GET a URL and exit non-zero unless it answers 2xx (the chart's `helm test` hook: the
     /// image has no shell or wget).
     Probe(ProbeArgs),
+    /// Print, as a YAML stream, the children this operator would apply for RenderPool
+    /// manifests: before an upgrade or a spec change, compare them with what runs, e.g.
+    /// `kubectl get rp NAME -o yaml | renderpool-operator children - | kubectl diff
+    /// --server-side --field-manager=renderpool-operator --force-conflicts -f -`.
+    Children(ChildrenArgs),
+}
+
+#[derive(clap::Args)]
+struct ChildrenArgs {
+    /// The manifest: a file, or - for standard input. A pool read from the cluster (kubectl get
+    /// -o yaml) gives children with its owner reference; one written by hand, without.
+    file: std::path::PathBuf,
+    /// Namespace of a pool whose manifest names none.
+    #[arg(long, short, default_value = "default")]
+    namespace: String,
 }
 
 #[derive(clap::Args)]
@@ -83,6 +99,19 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(run(args))
+        }
+        Command::Children(args) => {
+            let manifest = if args.file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+            } else {
+                std::fs::read_to_string(&args.file)
+                    .with_context(|| format!("reading {}", args.file.display()))?
+            };
+            let children = renderpool_operator::preview::children_of(&manifest, &args.namespace)?;
+            for child in children {
+                print!("---\n{}", serde_saphyr::to_string(&child).context("rendering a child")?);
+            }
+            Ok(())
         }
         Command::Probe(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -41,7 +41,7 @@ mod tests {
             owner_references: Some(
                 uids.iter()
                     .map(|uid| OwnerReference {
-                        api_version: "renderpool.dev/v1alpha1".into(),
+                        api_version: "renderpool.dev/v1beta1".into(),
                         kind: "RenderPool".into(),
                         name: "docs".into(),
                         uid: (*uid).into(),

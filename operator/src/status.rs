@@ -1,13 +1,25 @@
-//! Status from the plan and the observed Deployments: pure, deterministic, and stable across
-//! passes (a condition's transition time changes only when its status does), so writing it
-//! never triggers another write.
+//! Status from the plan and the observed Deployments, ReplicaSets and pods: pure,
+//! deterministic, and stable across passes (a condition's transition time changes only when its
+//! status does), so writing it never triggers another write. It describes what serves: ready
+//! slots are those of the pods that are ready (each ReplicaSet's pods with their own template's
+//! slots), and a pod that cannot be scheduled or started is named, with what to do, as soon as
+//! the watches see it.
+
+mod pods;
 
 use crate::build::{Component, child_name, selector_string};
-use crate::crd::{LastError, RenderPoolStatus};
+use crate::crd::{LastError, RenderPoolStatus, ReplicaSetStatus, RolloutSpec};
 use crate::validate::{PoolPlan, SpecError};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use pods::{PodSet, Stuck, pod_sets, stuck};
+use renderpool_sizing::count;
+
+/// Longest message kept in `status.lastError`.
+pub const LAST_ERROR_CHARS: usize = 300;
 
 /// Condition types the operator writes.
 pub const READY: &str = "Ready";
@@ -35,6 +47,11 @@ pub struct Observed<'a> {
     pub applied_generations: (Option<i64>, Option<i64>),
     /// The Gotenberg Deployment as last seen, if it exists.
     pub gotenberg: Option<&'a Deployment>,
+    /// ReplicaSets of the pool's namespace as last seen (the render Deployment's own are
+    /// picked by their owner).
+    pub replica_sets: &'a [ReplicaSet],
+    /// The pool's pods (render and Gotenberg) as last seen.
+    pub pods: &'a [Pod],
     /// Children not written because an object the pool does not own has the name (`Kind name`).
     pub conflicts: &'a [String],
     /// The status currently stored, for transition times.
@@ -90,7 +107,11 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
     let render = o.render.map(|d| Rollout::of(d, o.applied_generations.0));
     let gotenberg = o.gotenberg.map(|d| Rollout::of(d, o.applied_generations.1));
     let wants_gotenberg = matches!(o.plan, Ok(p) if p.gotenberg.is_some());
+    let sets = o.render.map(|d| pod_sets(d, o.replica_sets)).unwrap_or_default();
     let (ready, progressing, degraded) = conditions(o, render, gotenberg, wants_gotenberg);
+    // A rollout that cannot move is an error a person must act on, like a refused spec.
+    let rollout_error = (degraded.0 && o.plan.is_ok() && o.conflicts.is_empty())
+        .then(|| last_error(degraded.1, &degraded.2));
     let plan = o.plan.as_ref().ok();
     RenderPoolStatus {
         observed_generation: o.generation,
@@ -99,14 +120,15 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
         selector: Some(selector_string(o.pool, Component::Render)),
         slots_per_pod: plan.map(|p| i32::try_from(p.slots.slots).unwrap_or(i32::MAX)),
         total_slots: plan.map(PoolPlan::total_slots),
-        ready_slots: plan.map(|p| p.slots_of(render.map_or(0, |r| r.ready))),
+        ready_slots: plan.map(|p| ready_slots(p, render, &sets)),
+        replica_sets: replica_sets(render, &sets),
         slot_reason: plan.map(|p| p.slots.reason.clone()),
         office_concurrency_per_pod: plan
             .and_then(|p| p.gotenberg)
             .map(|g| i32::try_from(g.office_per_pod).unwrap_or(i32::MAX)),
         gotenberg_replicas: plan.map(|p| p.gotenberg.map_or(0, |g| g.replicas)),
         gotenberg_ready_replicas: plan.map(|_| gotenberg.map_or(0, |g| g.ready)),
-        last_error: o.last_error.clone(),
+        last_error: o.last_error.clone().or(rollout_error),
         conditions: [
             Some(condition(o, READY, ready)),
             Some(condition(o, PROGRESSING, progressing)),
@@ -117,6 +139,45 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
         .flatten()
         .collect(),
     }
+}
+
+/// The slots of the render pods that are ready: each ReplicaSet's ready pods times the slots its
+/// own template gives a pod, so pods of a previous spec count with what they run. Before the
+/// ReplicaSets are seen, the current spec's slots for the Deployment's ready pods.
+fn ready_slots(plan: &PoolPlan, render: Option<Rollout>, sets: &[PodSet]) -> i32 {
+    if sets.is_empty() {
+        return plan.slots_of(render.map_or(0, |r| r.ready));
+    }
+    let sum: i64 = sets.iter().map(|set| set.ready_slots(plan.slots.slots)).sum();
+    i32::try_from(sum).unwrap_or(i32::MAX)
+}
+
+/// Each ReplicaSet's render pods while more than one template runs; none at rest.
+fn replica_sets(render: Option<Rollout>, sets: &[PodSet]) -> Vec<ReplicaSetStatus> {
+    if sets.len() < 2 {
+        return Vec::new();
+    }
+    // The newest template is the current spec's once the Deployment controller has seen it.
+    let observed = render.is_some_and(|r| r.observed);
+    sets.iter()
+        .enumerate()
+        .map(|(i, set)| ReplicaSetStatus {
+            name: set.name.clone(),
+            current: observed && i == 0,
+            replicas: set.pods,
+            ready_replicas: set.ready,
+            slots_per_pod: set.slots_per_pod.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        })
+        .collect()
+}
+
+/// The `status.lastError` of a failure, its message cut to a readable length.
+pub fn last_error(reason: &str, message: &str) -> LastError {
+    let mut short: String = message.chars().take(LAST_ERROR_CHARS).collect();
+    if short.len() < message.len() {
+        short.push_str("...");
+    }
+    LastError { reason: reason.into(), message: short }
 }
 
 /// `Restricted`: True while the NetworkPolicy from spec.clients applies, False when the pool is
@@ -247,6 +308,17 @@ fn conditions(
     let stuck: Vec<&str> = parts.iter().filter(|(_, r)| r.stuck).map(|(n, _)| *n).collect();
     let complete = parts.iter().all(|(_, r)| r.complete());
     let all_ready = parts.iter().all(|(_, r)| r.ready >= r.desired);
+    let rollouts = parts.iter().map(|(name, r)| (*name, *r)).collect::<Vec<_>>();
+    if !(all_ready && complete)
+        && let Some((reason, problem)) = blocked(o.pods, &rollouts, plan.rollout)
+    {
+        let message = format!("{summary}; {problem}");
+        return (
+            (false, reason, message.clone()),
+            (false, reason, message.clone()),
+            (true, reason, message),
+        );
+    }
     let ready = if all_ready && complete {
         let each = if plan.replicas == 1 { "" } else { " each" };
         let message = format!(
@@ -288,6 +360,85 @@ fn conditions(
     (ready, progressing, degraded)
 }
 
+/// Reason of the conditions while a pod of the pool finds no node.
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+/// Reason of the conditions while a pod of the pool is on a node but its container cannot run.
+pub const CANNOT_START: &str = "CannotStart";
+
+/// The pods of `rollouts`' components that cannot run, as one reason and one message saying
+/// which pods, why, and what to do; unschedulable pods first.
+fn blocked(
+    pods: &[Pod],
+    rollouts: &[(&str, Rollout)],
+    strategy: RolloutSpec,
+) -> Option<(&'static str, String)> {
+    let mut cannot_start = None;
+    for (component, rollout) in rollouts {
+        let mut unschedulable = Vec::new();
+        let of_component = pods.iter().filter(|pod| {
+            pod.labels().get("app.kubernetes.io/component").map(String::as_str) == Some(*component)
+        });
+        for pod in of_component {
+            match stuck(pod) {
+                Some(Stuck::Unschedulable(why)) => unschedulable.push((pod.name_any(), why)),
+                Some(Stuck::CannotStart(reason, why)) if cannot_start.is_none() => {
+                    cannot_start =
+                        Some(cannot_start_message(component, &pod.name_any(), &reason, &why));
+                }
+                _ => {}
+            }
+        }
+        if let Some((_, why)) = unschedulable.first() {
+            let names: Vec<String> = unschedulable.iter().map(|(name, _)| name.clone()).collect();
+            let noun = if names.len() == 1 { "pod" } else { "pods" };
+            let mut message = format!(
+                "{component} {noun} {} cannot be scheduled: {}",
+                join_and(&names),
+                why.trim_end_matches('.')
+            );
+            // Old pods still run beside the new ones: a surge pod is what waits.
+            let surging = rollout.current > rollout.updated && strategy.max_surge > 0;
+            message.push_str(&if surging {
+                format!(
+                    ". The rollout starts each new pod before it stops an old one \
+                     (spec.rollout maxSurge {}, maxUnavailable {}) and no node has room for it: \
+                     set spec.rollout maxSurge 0 and maxUnavailable 1 to replace the pods one at \
+                     a time in place, or make room on a node; the previous spec's pods serve \
+                     meanwhile",
+                    strategy.max_surge, strategy.max_unavailable
+                )
+            } else if *component == Component::Gotenberg.as_str() {
+                ". Make room on a node, or lower the Gotenberg replicas, spec.gotenberg.cpu or \
+                 spec.gotenberg.memory"
+                    .into()
+            } else {
+                ". Make room on a node, or lower spec.replicas, spec.cpu or spec.memory".into()
+            });
+            return Some((UNSCHEDULABLE, message));
+        }
+    }
+    cannot_start.map(|message| (CANNOT_START, message))
+}
+
+/// "render pod p-1 cannot start: ImagePullBackOff: ...", and where to look.
+fn cannot_start_message(component: &str, pod: &str, reason: &str, why: &str) -> String {
+    let image = if component == Component::Gotenberg.as_str() {
+        "spec.gotenberg.image"
+    } else {
+        "spec.image"
+    };
+    let hint = match reason {
+        "ErrImagePull" | "ImagePullBackOff" | "ErrImageNeverPull" | "InvalidImageName" => {
+            format!("check {image} and the image pull policy")
+        }
+        "CrashLoopBackOff" => format!("its log says why: kubectl logs {pod} --previous"),
+        _ => format!("kubectl describe pod {pod} says more"),
+    };
+    let why = why.trim_end_matches('.');
+    let why = if why.is_empty() { String::new() } else { format!(": {why}") };
+    format!("{component} pod {pod} cannot start: {reason}{why}; {hint}")
+}
+
 fn condition(o: &Observed<'_>, type_: &str, (truth, reason, message): Verdict) -> Condition {
     let status = if truth { "True" } else { "False" };
     let previous = o
@@ -303,12 +454,6 @@ fn condition(o: &Observed<'_>, type_: &str, (truth, reason, message): Verdict) -
         last_transition_time: previous
             .map_or_else(|| o.now.clone(), |c| c.last_transition_time.clone()),
     }
-}
-
-/// `n` and the noun in the number it takes: "1 slot", "2 slots", "0 slots".
-fn count<N: Into<i64>>(n: N, one: &str, many: &str) -> String {
-    let n = n.into();
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// True when the stored condition `type_` is `True`.

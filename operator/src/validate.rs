@@ -9,7 +9,7 @@
 //! the CRD also refuses.
 
 use crate::crd::bounds::{self, Bound};
-use crate::crd::{AutoscalingSpec, RenderPoolSpec};
+use crate::crd::{AutoscalingSpec, RenderPoolSpec, RolloutSpec};
 use renderpool_api::render_pod::OFFICE_CACHE;
 use renderpool_sizing::{
     Limits, MIB, QuantityError, SizingError, SlotPlan, SlotPolicy, office_conversions_per_pod,
@@ -34,9 +34,17 @@ pub enum SpecError {
         /// What was wrong with it.
         source: QuantityError,
     },
-    /// The render pod's resources cannot hold one slot, or a figure is zero.
-    #[error("render pod sizing: {0}; raise spec.memory or lower spec.memoryPerSlot")]
+    /// The sizing arithmetic cannot work with the figures (they add up past 64 bits).
+    #[error("render pod sizing: {0}")]
     Sizing(#[from] SizingError),
+    /// A quantity that must be above zero is zero (the CRD's rules normally refuse it first).
+    #[error("{field} {value} must be greater than zero")]
+    Zero {
+        /// Spec field path.
+        field: &'static str,
+        /// The quantity as written.
+        value: String,
+    },
     /// spec.memory cannot hold the supervisor and one slot: named with the figures as written.
     #[error(
         "spec.memory {memory} cannot hold one slot: it needs at least {needed_mib} MiB, \
@@ -87,6 +95,13 @@ pub enum SpecError {
         /// What is wrong with it and what to do.
         problem: &'static str,
     },
+    /// spec.rollout allows neither a surge pod nor a missing one (the CRD's rules normally
+    /// refuse it first).
+    #[error(
+        "spec.rollout.maxSurge 0 and spec.rollout.maxUnavailable 0 would never replace a pod: \
+         set maxSurge 1 (needs room for one more pod) or maxUnavailable 1 (one pod less meanwhile)"
+    )]
+    RolloutStandsStill,
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -100,8 +115,9 @@ impl SpecError {
             Self::Sizing(SizingError::MemoryTooSmall { .. }) | Self::MemoryTooSmall { .. } => {
                 "MemoryTooSmallForOneSlot"
             }
-            Self::Sizing(SizingError::Zero(_)) => "ZeroSizing",
+            Self::Sizing(SizingError::Zero(_)) | Self::Zero { .. } => "ZeroSizing",
             Self::Sizing(SizingError::TooLarge(_)) | Self::OutOfRange { .. } => "OutOfRange",
+            Self::RolloutStandsStill => "RolloutStandsStill",
             Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
             Self::Access { .. } => "InvalidClients",
             Self::Rejected(_) => "ChildRejected",
@@ -126,6 +142,8 @@ pub struct PoolPlan {
     pub gotenberg: Option<GotenbergPlan>,
     /// spec.clients is set: a NetworkPolicy admits only them (and the scrapers).
     pub clients_only: bool,
+    /// How both Deployments replace their pods (spec.rollout or its default).
+    pub rollout: RolloutSpec,
 }
 
 /// The checked figures of the Gotenberg pool.
@@ -161,6 +179,10 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     check_access(spec)?;
     if let Some(autoscaling) = &spec.autoscaling {
         check_autoscaling(autoscaling, spec.queue_depth)?;
+    }
+    let rollout = spec.rollout.unwrap_or_default();
+    if rollout.max_surge == 0 && rollout.max_unavailable == 0 {
+        return Err(SpecError::RolloutStandsStill);
     }
     let grace_period_seconds = grace_period_seconds(spec);
     if grace_period_seconds > bounds::MAX_GRACE_SECONDS {
@@ -220,6 +242,7 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
         grace_period_seconds,
         gotenberg,
         clients_only: spec.clients.is_some(),
+        rollout,
     })
 }
 
@@ -338,7 +361,7 @@ fn gotenberg_timeout(spec: &RenderPoolSpec) -> Result<u32, SpecError> {
 
 fn cpu(value: &str, field: &'static str, max_cores: u64) -> Result<u64, SpecError> {
     match parse_cpu_millis(value) {
-        Ok(0) => Err(SpecError::Sizing(SizingError::Zero(field))),
+        Ok(0) => Err(SpecError::Zero { field, value: value.into() }),
         Ok(m) if m > max_cores * 1000 => Err(SpecError::OutOfRange {
             field,
             value: value.into(),
@@ -351,7 +374,7 @@ fn cpu(value: &str, field: &'static str, max_cores: u64) -> Result<u64, SpecErro
 
 fn memory(value: &str, field: &'static str, max_bytes: u64) -> Result<u64, SpecError> {
     match parse_memory_bytes(value) {
-        Ok(0) => Err(SpecError::Sizing(SizingError::Zero(field))),
+        Ok(0) => Err(SpecError::Zero { field, value: value.into() }),
         Ok(b) if b > max_bytes => Err(SpecError::OutOfRange {
             field,
             value: value.into(),
@@ -399,6 +422,10 @@ mod tests {
         assert!(err.to_string().starts_with("spec.memoryPerSlot: invalid memory quantity"));
         let err = validate(&spec_from_yaml("cpu: '0'")).unwrap_err();
         assert_eq!(err.reason(), "ZeroSizing");
+        // One message, for the field given, with its value: no advice about another field.
+        assert_eq!(err.to_string(), "spec.cpu 0 must be greater than zero");
+        let err = validate(&spec_from_yaml("memoryPerSlot: 0Mi")).unwrap_err();
+        assert_eq!(err.to_string(), "spec.memoryPerSlot 0Mi must be greater than zero");
     }
 
     #[test]
@@ -500,6 +527,22 @@ mod tests {
         assert_eq!(g.body_limit_bytes, 10_000_000 + MIB);
         // 40 MB + 256 MiB, rounded up to a whole MiB.
         assert_eq!(g.scratch_bytes, 295 * MIB);
+    }
+
+    #[test]
+    fn a_rollout_defaults_to_surge_and_one_that_cannot_move_is_refused() {
+        let plan = validate(&spec_from_yaml("replicas: 2")).unwrap();
+        assert_eq!(plan.rollout, RolloutSpec { max_surge: 1, max_unavailable: 0 });
+        let plan = validate(&spec_from_yaml("rollout:\n  maxSurge: 0\n  maxUnavailable: 1"));
+        assert_eq!(plan.unwrap().rollout, RolloutSpec { max_surge: 0, max_unavailable: 1 });
+        // maxUnavailable alone keeps the surge default.
+        let plan = validate(&spec_from_yaml("rollout:\n  maxUnavailable: 1")).unwrap();
+        assert_eq!(plan.rollout, RolloutSpec { max_surge: 1, max_unavailable: 1 });
+        let err = validate(&spec_from_yaml("rollout:\n  maxSurge: 0")).unwrap_err();
+        assert_eq!(err.reason(), "RolloutStandsStill");
+        assert!(err.to_string().starts_with("spec.rollout.maxSurge 0 and"), "{err}");
+        let err = validate(&spec_from_yaml("rollout:\n  maxSurge: -1")).unwrap_err();
+        assert_eq!(err.to_string(), "spec.rollout.maxSurge is -1; it must be between 0 and 1000");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub use office::office_conversions_per_pod;
 pub use quantity::{QuantityError, parse_cpu_millis, parse_decimal_si, parse_memory_bytes};
 pub use slots::{
     DEFAULT_SUPERVISOR_OVERHEAD, Limits, SUPERVISOR_AT_REST, SizingError, SlotPlan, SlotPolicy,
-    byte_budget, plan_slots, supervisor_share,
+    byte_budget, count, plan_slots, supervisor_share,
 };
 
 /// Bytes in one mebibyte, for readable constants and messages.

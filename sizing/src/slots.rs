@@ -130,24 +130,28 @@ pub fn plan_slots(limits: Limits, policy: SlotPolicy) -> Result<SlotPlan, Sizing
     let memory_slots =
         saturate((limits.memory_bytes - policy.supervisor_overhead) / policy.memory_per_slot);
     let derived = cpu_slots.min(memory_slots).max(1);
+    let slots = |n: u32| count(n, "slot", "slots");
     let (slots, reason) = match policy.override_slots {
         Some(n) => (
             n,
             format!(
-                "override: {n} slots (limits would give {derived}: cpu {cpu_slots}, memory {memory_slots})"
+                "override: {} (limits would give {derived}: cpu {cpu_slots}, memory {memory_slots})",
+                slots(n)
             ),
         ),
         None if cpu_slots <= memory_slots => (
             derived,
             format!(
-                "cpu-bound: {cpu_slots} slots from {} millicores (memory allows {memory_slots})",
+                "cpu-bound: {} from {} millicores (memory allows {memory_slots})",
+                slots(cpu_slots),
                 limits.cpu_millis
             ),
         ),
         None => (
             derived,
             format!(
-                "memory-bound: {memory_slots} slots from {} MiB at {} MiB each (cpu allows {cpu_slots})",
+                "memory-bound: {} from {} MiB at {} MiB each (cpu allows {cpu_slots})",
+                slots(memory_slots),
                 limits.memory_bytes / MIB,
                 policy.memory_per_slot / MIB
             ),
@@ -160,6 +164,12 @@ pub fn plan_slots(limits: Limits, policy: SlotPolicy) -> Result<SlotPlan, Sizing
         overridden: policy.override_slots.is_some(),
         reason,
     })
+}
+
+/// `n` and the noun in the number it takes: "1 slot", "2 slots", "0 slots".
+pub fn count<N: Into<i64>>(n: N, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn saturate(n: u64) -> u32 {
@@ -190,6 +200,14 @@ mod tests {
     fn fractional_cpu_still_gets_one_slot() {
         let plan = plan_slots(limits(500, GIB), SlotPolicy::default()).unwrap();
         assert_eq!((plan.slots, plan.cpu_slots), (1, 1));
+        assert_eq!(plan.reason, "cpu-bound: 1 slot from 500 millicores (memory allows 1)");
+        let one = SlotPolicy { override_slots: Some(1), ..SlotPolicy::default() };
+        let plan = plan_slots(limits(3000, 4 * GIB), one).unwrap();
+        assert!(
+            plan.reason.starts_with("override: 1 slot (limits would give 3"),
+            "{}",
+            plan.reason
+        );
     }
 
     #[test]

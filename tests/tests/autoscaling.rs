@@ -80,7 +80,7 @@ fn one_slot_pool(name: &str, node_selector: &Value, more: Value) -> Value {
         spec.extend(more);
     }
     json!({
-        "apiVersion": "renderpool.dev/v1alpha1",
+        "apiVersion": "renderpool.dev/v1beta1",
         "kind": "RenderPool",
         "metadata": { "name": name },
         "spec": spec,
@@ -437,7 +437,7 @@ async fn the_keda_example_is_a_valid_scaled_object_for_kedas_own_crd() {
     .unwrap();
     let example = keda_example();
     assert_eq!(example["spec"]["scaleTargetRef"]["kind"], "RenderPool");
-    assert_eq!(example["spec"]["scaleTargetRef"]["apiVersion"], "renderpool.dev/v1alpha1");
+    assert_eq!(example["spec"]["scaleTargetRef"]["apiVersion"], "renderpool.dev/v1beta1");
     let dry_run = |object: &Value| {
         let mut kubectl = cluster.kubectl();
         kubectl.args([

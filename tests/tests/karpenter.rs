@@ -228,7 +228,7 @@ fn render_pool(name: &str, pool: Pool) -> Value {
         spec["topologySpreadConstraints"] = json!([]);
     }
     json!({
-        "apiVersion": "renderpool.dev/v1alpha1",
+        "apiVersion": "renderpool.dev/v1beta1",
         "kind": "RenderPool",
         "metadata": { "name": name },
         "spec": spec,

@@ -47,6 +47,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [list, watch, create, patch, delete]
+# Read only, for status: what each ReplicaSet's pods run, and pods that cannot be scheduled or
+# started during a rollout.
+- apiGroups: [apps]
+  resources: [replicasets]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
 - apiGroups: [""]
   resources: [services, configmaps]
   verbs: [list, watch, create, patch, delete]

@@ -1,6 +1,7 @@
 //! Names, labels and the parts both components share (metadata, Service, PDB, security).
 
-use crate::crd::RenderPoolSpec;
+use crate::crd::{RenderPoolSpec, RolloutSpec};
+use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
     Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle,
     LifecycleHandler, PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile,
@@ -125,6 +126,18 @@ impl Meta {
             }),
             ..PodDisruptionBudget::default()
         }
+    }
+}
+
+/// The rolling update of a component's Deployment, from spec.rollout (by default a surge pod
+/// first, so capacity never drops).
+pub fn strategy(rollout: RolloutSpec) -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(rollout.max_surge)),
+            max_unavailable: Some(IntOrString::Int(rollout.max_unavailable)),
+        }),
     }
 }
 

@@ -4,10 +4,11 @@
 
 use super::common::{
     Component, Meta, Scratch, container_security, env, guaranteed, http_port, http_probe,
-    mebibytes, place, pod_annotations, pod_security, pre_stop, selector_labels, tmp_volume,
+    mebibytes, place, pod_annotations, pod_security, pre_stop, selector_labels, strategy,
+    tmp_volume,
 };
 use super::{GotenbergObjects, office};
-use crate::crd::{GotenbergFlavor, GotenbergSpec, RenderPoolSpec};
+use crate::crd::{GotenbergFlavor, GotenbergSpec, RenderPoolSpec, RolloutSpec};
 use crate::validate::GotenbergPlan;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
@@ -29,10 +30,11 @@ pub(super) fn objects(
     meta: &Meta,
     spec: &RenderPoolSpec,
     plan: &GotenbergPlan,
+    rollout: RolloutSpec,
 ) -> GotenbergObjects {
     GotenbergObjects {
         office_share: office::share(meta, plan.office_per_pod),
-        deployment: deployment(meta, spec, plan),
+        deployment: deployment(meta, spec, plan, rollout),
         service: meta.service(Component::Gotenberg, GOTENBERG_PORT),
         pdb: meta.pdb(Component::Gotenberg),
         network_policy: network_policy(meta),
@@ -85,7 +87,12 @@ fn gotenberg_env() -> Vec<EnvVar> {
     ]
 }
 
-fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &GotenbergPlan) -> Deployment {
+fn deployment(
+    meta: &Meta,
+    spec: &RenderPoolSpec,
+    plan: &GotenbergPlan,
+    rollout: RolloutSpec,
+) -> Deployment {
     let g = &spec.gotenberg;
     // On disk, not tmpfs: uploads, PDFs and LibreOffice's profile must not count against the
     // memory limit LibreOffice itself needs.
@@ -127,6 +134,7 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &GotenbergPlan) -> Deplo
                 match_labels: Some(selector_labels(&meta.pool, Component::Gotenberg)),
                 ..LabelSelector::default()
             },
+            strategy: Some(strategy(rollout)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(meta.labels(Component::Gotenberg)),

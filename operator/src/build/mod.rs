@@ -12,6 +12,7 @@ pub use autoscaler::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 pub use common::{Component, child_name, office_share_name, selector_labels, selector_string};
 pub use gotenberg::{GOTENBERG_PORT, gotenberg_args};
 pub use office::{OFFICE_MOUNT, SHARE_KEY};
+pub use render::RENDER_CONTAINER;
 
 use crate::crd::RenderPool;
 use crate::validate::PoolPlan;
@@ -76,7 +77,7 @@ pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMeta
     let name = pool.metadata.name.clone().ok_or(MissingMetadata("name"))?;
     let ctx = common::Meta { pool: name, namespace, owner };
     let render = render::objects(&ctx, &pool.spec, plan);
-    let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g));
+    let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g, plan.rollout));
     let autoscaler = pool.spec.autoscaling.as_ref().map(|a| autoscaler::autoscaler(&ctx, a));
     let render_policy = clients::render_policy(&ctx, &pool.spec);
     Ok(Children { render, gotenberg, autoscaler, render_policy })

@@ -3,22 +3,21 @@
 use super::ComponentObjects;
 use super::common::{
     self, Component, Meta, Scratch, container_security, env, guaranteed, http_port, http_probe,
-    place, pod_annotations, pod_security, pre_stop, selector_labels, tmp_volume,
+    place, pod_annotations, pod_security, pre_stop, selector_labels, strategy, tmp_volume,
 };
 use super::gotenberg::GOTENBERG_PORT;
 use super::{auth, office};
 use crate::crd::RenderPoolSpec;
 use crate::validate::PoolPlan;
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use renderpool_api::render_pod::{self as pod, env as var};
 
 /// Port the render pod listens on (its listen address) and the Service exposes.
 pub const RENDER_PORT: i32 = pod::PORT as i32;
+/// Name of the render pod's container.
+pub const RENDER_CONTAINER: &str = "render-pod";
 /// The distroless "nonroot" user the render image runs as.
 const RENDER_UID: i64 = 65532;
 
@@ -77,7 +76,7 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
         vars.push(token_var);
     }
     let container = Container {
-        name: "render-pod".into(),
+        name: RENDER_CONTAINER.into(),
         image: Some(spec.image.clone()),
         image_pull_policy: Some(spec.image_pull_policy.as_str().into()),
         args: Some(vec!["serve".into()]),
@@ -111,14 +110,7 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
                 match_labels: Some(selector_labels(&meta.pool, Component::Render)),
                 ..LabelSelector::default()
             },
-            // Surge first: capacity never drops during a rollout.
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(1)),
-                    max_unavailable: Some(IntOrString::Int(0)),
-                }),
-            }),
+            strategy: Some(strategy(plan.rollout)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(meta.labels(Component::Render)),

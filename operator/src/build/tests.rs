@@ -320,6 +320,25 @@ fn scaling_changes_the_share_but_never_the_render_pod_template() {
 }
 
 #[test]
+fn spec_rollout_sets_both_deployments_strategy_and_never_their_templates() {
+    let strategy = |d: &Deployment| {
+        let rolling = d.spec.strategy.clone().unwrap().rolling_update.unwrap();
+        (rolling.max_surge.unwrap(), rolling.max_unavailable.unwrap())
+    };
+    let surge = children("replicas: 2");
+    let in_place = children("replicas: 2\nrollout:\n  maxSurge: 0\n  maxUnavailable: 1");
+    for (c, expected) in [(&surge, (1, 0)), (&in_place, (0, 1))] {
+        let expected = (IntOrString::Int(expected.0), IntOrString::Int(expected.1));
+        assert_eq!(strategy(&c.render.deployment), expected);
+        assert_eq!(strategy(&c.gotenberg.as_ref().unwrap().deployment), expected);
+    }
+    // A new strategy replaces no pod: the templates are the same.
+    assert_eq!(surge.render.deployment.spec.template, in_place.render.deployment.spec.template);
+    let gotenberg = |c: &Children| c.gotenberg.clone().unwrap().deployment.spec.template;
+    assert_eq!(gotenberg(&surge), gotenberg(&in_place));
+}
+
+#[test]
 fn children_are_owned_labelled_and_selected_consistently() {
     let c = children("gotenberg:\n  enabled: false");
     assert!(c.gotenberg.is_none());
@@ -365,7 +384,7 @@ fn autoscaling_makes_an_owned_hpa_on_the_pools_scale_with_the_saturation_metrics
     let target = &spec.scale_target_ref;
     assert_eq!(
         (target.api_version.as_deref(), target.kind.as_str(), target.name.as_str()),
-        (Some("renderpool.dev/v1alpha1"), "RenderPool", "docs")
+        (Some("renderpool.dev/v1beta1"), "RenderPool", "docs")
     );
     assert_eq!((spec.min_replicas, spec.max_replicas), (Some(2), 9));
     let metrics: Vec<_> = spec

@@ -49,6 +49,9 @@ pub const TARGET_QUEUE_DEPTH: Bound = Bound { min: 1, max: QUEUE_DEPTH.max };
 /// The scale-down stabilisation window in seconds (the HPA's own ceiling is an hour).
 pub const SCALE_DOWN_STABILIZATION_SECONDS: Bound = Bound { min: 0, max: 3600 };
 
+/// Pods a rollout may add above, or take away from, the replica count.
+pub const ROLLOUT_PODS: Bound = Bound { min: 0, max: REPLICAS.max };
+
 /// Seconds past preStop + drain + one job deadline before the kubelet kills a render pod.
 pub const GRACE_MARGIN_SECONDS: i64 = 5;
 /// Longest termination grace period of a pod: cluster-autoscaler's default
@@ -65,14 +68,15 @@ pub const MEMORY_MIB: u64 = 1 << 20;
 /// Largest upload limit, in MiB (1Gi): uploads are held in memory.
 pub const BODY_MIB: u64 = 1024;
 
-/// The CEL rule of a quantity field: a valid quantity above zero and at most `max`.
+/// The CEL rule of a quantity field: a valid quantity above zero and at most `max`; the
+/// message quotes the value given.
 pub fn quantity(field: &str, max: &str, example: &str) -> Rule {
     Rule::new(format!(
         "isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && \
          quantity(self).compareTo(quantity('{max}')) <= 0"
     ))
-    .message(Message::Message(format!(
-        "{field} must be a positive quantity of at most {max}, such as \"{example}\""
+    .message(Message::Expression(format!(
+        r#""{field} %s is not a positive quantity of at most {max}; write one such as {example}".format([self])"#
     )))
 }
 
@@ -91,13 +95,24 @@ pub fn memory(field: &str, max_mib: u64, example: &str) -> Rule {
     quantity(field, &max, example)
 }
 
-/// A slot's memory must fit in the pod's (which also holds the supervisor's share).
+/// The pool's name leaves room for the longest child name within the 63 characters of a
+/// Service name.
+pub fn name_fits_children() -> Rule {
+    Rule::new("size(self.metadata.name) <= 50").message(Message::Expression(
+        r#""metadata.name %s has %d characters; at most 50 leave room for the child names, which append -gotenberg within the 63 characters of a Service name".format([self.metadata.name, size(self.metadata.name)])"#.into(),
+    ))
+}
+
+/// A slot's memory must fit in the pod's (which also holds the supervisor's share; validation
+/// then names the exact figure).
 pub fn slot_fits_pod() -> Rule {
     Rule::new(
         "!isQuantity(self.memory) || !isQuantity(self.memoryPerSlot) || \
          quantity(self.memoryPerSlot).isLessThan(quantity(self.memory))",
     )
-    .message("memoryPerSlot must be smaller than memory, which also holds the supervisor's share")
+    .message(Message::Expression(
+        r#""memoryPerSlot %s must be smaller than memory %s, which also holds the supervisor's share".format([self.memoryPerSlot, self.memory])"#.into(),
+    ))
     .field_path(".memoryPerSlot")
 }
 
@@ -107,17 +122,18 @@ pub fn gotenberg_timeout_within_deadline() -> Rule {
         "!has(self.gotenberg) || !has(self.gotenberg.timeoutSeconds) || \
          self.gotenberg.timeoutSeconds * 1000 <= self.jobDeadlineMs",
     )
-    .message(
-        "gotenberg.timeoutSeconds may not exceed jobDeadlineMs: a render pod stops waiting for a \
-         conversion at its job deadline",
-    )
+    .message(Message::Expression(
+        r#""gotenberg.timeoutSeconds %d s may not exceed jobDeadlineMs %d ms: a render pod stops waiting for a conversion at its job deadline".format([self.gotenberg.timeoutSeconds, self.jobDeadlineMs])"#.into(),
+    ))
     .field_path(".gotenberg.timeoutSeconds")
 }
 
 /// An autoscaler's floor may not exceed its ceiling.
 pub fn min_within_max() -> Rule {
     Rule::new("self.minReplicas <= self.maxReplicas")
-        .message("autoscaling.minReplicas may not exceed autoscaling.maxReplicas")
+        .message(Message::Expression(
+            r#""autoscaling.minReplicas %d may not exceed autoscaling.maxReplicas %d".format([self.minReplicas, self.maxReplicas])"#.into(),
+        ))
         .field_path(".minReplicas")
 }
 
@@ -127,26 +143,34 @@ pub fn queue_target_within_queue() -> Rule {
         "!has(self.autoscaling) || !has(self.autoscaling.targetQueueDepth) || \
          self.autoscaling.targetQueueDepth <= self.queueDepth",
     )
-    .message(
-        "autoscaling.targetQueueDepth may not exceed queueDepth: a render pod never holds more \
-         than queueDepth waiting jobs, so the target could never be reached",
-    )
+    .message(Message::Expression(
+        r#""autoscaling.targetQueueDepth %d may not exceed queueDepth %d: a render pod never holds more waiting jobs, so the target could never be reached".format([self.autoscaling.targetQueueDepth, self.queueDepth])"#.into(),
+    ))
     .field_path(".autoscaling.targetQueueDepth")
+}
+
+/// A rollout must be allowed to add a pod or to take one away, or it could never move.
+pub fn rollout_moves() -> Rule {
+    Rule::new("self.maxSurge + self.maxUnavailable >= 1")
+        .message(
+            "rollout.maxSurge 0 and rollout.maxUnavailable 0 would never replace a pod: set \
+             maxSurge 1 (needs room for one more pod) or maxUnavailable 1 (one pod less meanwhile)",
+        )
+        .field_path(".maxSurge")
 }
 
 /// The render pods' termination grace period (preStop, drain and one job deadline, each in whole
 /// seconds, plus the margin: the same sum the operator sets) fits node autoscalers' drain limit.
 pub fn grace_fits_node_autoscalers() -> Rule {
-    Rule::new(format!(
+    let seconds = format!(
         "self.preStopSeconds + (self.drainDelayMs + 999) / 1000 + \
-         (self.jobDeadlineMs + 999) / 1000 + {GRACE_MARGIN_SECONDS} <= {MAX_GRACE_SECONDS}"
-    ))
-    .message(Message::Message(format!(
-        "preStopSeconds + drainDelayMs + jobDeadlineMs + {GRACE_MARGIN_SECONDS} s (the render \
-         pods' termination grace period) may not exceed {MAX_GRACE_SECONDS} s, the longest \
-         cluster-autoscaler waits for a pod it drains from a node; lower jobDeadlineMs first"
-    )))
-    .field_path(".jobDeadlineMs")
+         (self.jobDeadlineMs + 999) / 1000 + {GRACE_MARGIN_SECONDS}"
+    );
+    Rule::new(format!("{seconds} <= {MAX_GRACE_SECONDS}"))
+        .message(Message::Expression(format!(
+            r#""preStopSeconds %d + drainDelayMs %d + jobDeadlineMs %d + {GRACE_MARGIN_SECONDS} s make a termination grace period of %d s for the render pods, past the {MAX_GRACE_SECONDS} s cluster-autoscaler waits for a pod it drains from a node; lower jobDeadlineMs first".format([self.preStopSeconds, self.drainDelayMs, self.jobDeadlineMs, {seconds}])"#
+        )))
+        .field_path(".jobDeadlineMs")
 }
 
 #[cfg(test)]
@@ -166,7 +190,7 @@ mod tests {
         assert!(rule.rule.contains("quantity('1Ti')"), "{}", rule.rule);
         let text = serde_json::to_string(&rule).unwrap_or_default();
         assert!(
-            text.contains("memoryPerSlot must be a positive quantity of at most 1Ti"),
+            text.contains("memoryPerSlot %s is not a positive quantity of at most 1Ti"),
             "{text}"
         );
         assert!(memory("maxBodySize", BODY_MIB, "100Mi").rule.contains("quantity('1Gi')"));

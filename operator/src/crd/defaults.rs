@@ -55,6 +55,10 @@ pub fn restart_after() -> i32 {
 pub fn queue_size() -> i32 {
     2
 }
+/// One pod above the replica count: capacity never drops during a rollout.
+pub fn max_surge() -> i32 {
+    1
+}
 pub fn min_replicas() -> i32 {
     1
 }

@@ -4,9 +4,11 @@
 //! who writes a RenderPool, not for the reader of this code.
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration, TopologySpreadConstraint};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionVersion,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
-use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use kube::{CustomResource, CustomResourceExt, KubeSchema, Resource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -18,7 +20,7 @@ mod defaults;
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "renderpool.dev",
-    version = "v1alpha1",
+    version = "v1beta1",
     kind = "RenderPool",
     plural = "renderpools",
     shortname = "rp",
@@ -37,19 +39,19 @@ mod defaults;
         name = "Slots/Pod",
         type_ = "integer",
         json_path = ".status.slotsPerPod",
-        description = "PDFium worker processes per render pod"
+        description = "PDFium worker processes per render pod of the current spec"
     ),
     printcolumn(
         name = "Ready Slots",
         type_ = "integer",
         json_path = ".status.readySlots",
-        description = "Slots of the render pods that are ready now"
+        description = "Slots of the render pods that are ready now, each with its own spec's"
     ),
     printcolumn(
         name = "Total Slots",
         type_ = "integer",
         json_path = ".status.totalSlots",
-        description = "Slots of the whole pool when every replica is ready"
+        description = "Slots of the whole pool once every replica runs the current spec"
     ),
     printcolumn(
         name = "Office",
@@ -66,14 +68,10 @@ mod defaults;
         name = "Last Error",
         type_ = "string",
         json_path = ".status.lastError.reason",
-        priority = 1,
-        description = "Why the last pass failed, while it keeps failing"
+        description = "Why the last pass failed or the pods cannot run, while it lasts"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("size(self.metadata.name) <= 50").message(
-        "metadata.name must be at most 50 characters: child names append '-gotenberg' and \
-         Service names are limited to 63"
-    )
+    validation = bounds::name_fits_children()
 )]
 #[x_kube(validation = bounds::slot_fits_pod())]
 #[x_kube(validation = bounds::gotenberg_timeout_within_deadline())]
@@ -215,6 +213,40 @@ pub struct RenderPoolSpec {
     /// reaches them call them; /healthz, /readyz, /metrics and /openapi.json never ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
+
+    /// How the render and Gotenberg pods are replaced when their template changes (image,
+    /// resources, most spec fields; a scale replaces none). Omit for maxSurge 1 and
+    /// maxUnavailable 0: each new pod starts before an old one stops, so capacity never drops,
+    /// but a node must have room for one more pod. On nodes without that room (the new pod
+    /// stays Pending, and status says Unschedulable) set maxSurge 0 and maxUnavailable 1: each
+    /// old pod stops (finishing its work) before its replacement starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
+}
+
+/// The rolling replacement of the render and Gotenberg pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = bounds::rollout_moves())]
+pub struct RolloutSpec {
+    /// Pods started above the replica count while old ones still run. 0 needs no room beyond
+    /// the pool's own pods.
+    #[serde(default = "defaults::max_surge")]
+    #[schemars(range(min = bounds::ROLLOUT_PODS.min, max = bounds::ROLLOUT_PODS.max))]
+    pub max_surge: i32,
+
+    /// Pods that may be missing from the replica count while they are replaced: their
+    /// capacity is gone meanwhile (and with one Gotenberg pod, Office conversion). At least 1
+    /// when maxSurge is 0.
+    #[serde(default)]
+    #[schemars(range(min = bounds::ROLLOUT_PODS.min, max = bounds::ROLLOUT_PODS.max))]
+    pub max_unavailable: i32,
+}
+
+impl Default for RolloutSpec {
+    fn default() -> Self {
+        Self { max_surge: defaults::max_surge(), max_unavailable: 0 }
+    }
 }
 
 /// Pods that may reach the render pods, by the labels of the pods and of their namespaces.
@@ -327,9 +359,10 @@ pub enum PullPolicy {
 impl RenderPoolSpec {
     /// Every whole-number field with its bound, by its path: validation checks them again, for
     /// a RenderPool stored under an older CRD. A new bounded field is added here.
-    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 11] {
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 13] {
         let g = &self.gotenberg;
         let optional = |v: Option<i32>| v.map(i64::from);
+        let rollout = self.rollout;
         [
             ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
             ("spec.slots", optional(self.slots), bounds::SLOTS),
@@ -346,6 +379,12 @@ impl RenderPoolSpec {
             ("spec.gotenberg.restartAfter", Some(g.restart_after.into()), bounds::RESTART_AFTER),
             ("spec.gotenberg.queueSize", Some(g.queue_size.into()), bounds::QUEUE_SIZE),
             ("spec.gotenberg.timeoutSeconds", optional(g.timeout_seconds), bounds::TIMEOUT_SECONDS),
+            ("spec.rollout.maxSurge", optional(rollout.map(|r| r.max_surge)), bounds::ROLLOUT_PODS),
+            (
+                "spec.rollout.maxUnavailable",
+                optional(rollout.map(|r| r.max_unavailable)),
+                bounds::ROLLOUT_PODS,
+            ),
         ]
     }
 }
@@ -381,7 +420,7 @@ pub enum GotenbergFlavor {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.replicas) && has(self.officeConcurrency))")
-    .message("set gotenberg.replicas or gotenberg.officeConcurrency, not both"))]
+    .message(Message::Expression(r#""gotenberg.replicas %d and gotenberg.officeConcurrency %d both set the Gotenberg replicas: keep one".format([self.replicas, self.officeConcurrency])"#.into())))]
 pub struct GotenbergSpec {
     /// Run a Gotenberg pool for Office to PDF: a Deployment, Service, PodDisruptionBudget and
     /// NetworkPolicy named <pool>-gotenberg, and the ConfigMap <pool>-office holding each render
@@ -477,15 +516,22 @@ pub struct RenderPoolStatus {
     /// Label selector of the render pods, as a string for the /scale subresource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
-    /// Slots (PDFium worker processes) per render pod.
+    /// Slots (PDFium worker processes) of each render pod of the current spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots_per_pod: Option<i32>,
-    /// spec.replicas x slotsPerPod: the pool's slots when every replica is ready.
+    /// spec.replicas x slotsPerPod: the pool's slots once every replica runs the current spec
+    /// and is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_slots: Option<i32>,
-    /// readyReplicas x slotsPerPod: the slots serving now.
+    /// The slots serving now: those of the render pods that are ready, each pod counted with
+    /// the slots of the spec it runs (during a rollout, pods of the previous spec may have
+    /// another count; see replicaSets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_slots: Option<i32>,
+    /// While render pods of more than one spec run (a rollout), the pods of each ReplicaSet,
+    /// newest first, with the slots each of its pods runs; absent when one spec runs them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_sets: Vec<ReplicaSetStatus>,
     /// Which limit decided the slot count, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_reason: Option<String>,
@@ -499,7 +545,8 @@ pub struct RenderPoolStatus {
     /// Gotenberg replicas that are ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gotenberg_ready_replicas: Option<i32>,
-    /// Why the last pass over this pool failed; absent once a pass succeeds.
+    /// Why the last pass over this pool failed, or why its pods cannot run or its rollout
+    /// cannot progress (Unschedulable, CannotStart, RolloutStuck); absent once that is over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
     /// Ready, Progressing, Degraded and Restricted (whether only spec.clients may call the
@@ -509,7 +556,25 @@ pub struct RenderPoolStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// A failure a person can act on: a refused spec, or a write the API server refused.
+/// The render pods of one ReplicaSet of the render Deployment.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSetStatus {
+    /// The ReplicaSet's name.
+    pub name: String,
+    /// Its pods run the current spec.
+    pub current: bool,
+    /// Its pods.
+    pub replicas: i32,
+    /// Its pods that are ready.
+    pub ready_replicas: i32,
+    /// Slots each of its pods runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_per_pod: Option<i32>,
+}
+
+/// A failure a person can act on: a refused spec, a write the API server refused, or pods that
+/// cannot run.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct LastError {
     /// Short PascalCase reason, e.g. MemoryTooSmallForOneSlot or Forbidden.
@@ -518,10 +583,31 @@ pub struct LastError {
     pub message: String,
 }
 
-/// The CRD as installed: generated from the types, with doc-comment line breaks joined so
+/// Older names of the stored version's schema, still served so manifests and clients written
+/// for them keep working. Each has exactly the stored version's schema, so the API server
+/// converts between them by renaming the apiVersion alone (conversion strategy None, no
+/// webhook); a version whose schema differed would need a conversion webhook.
+pub const DEPRECATED_VERSIONS: [&str; 1] = ["v1alpha1"];
+
+/// The CRD as installed: generated from the types (the version they carry is the one stored),
+/// with [`DEPRECATED_VERSIONS`] served beside it, and doc-comment line breaks joined so
 /// `kubectl explain` reflows the text instead of breaking it mid-sentence.
 pub fn definition() -> Result<CustomResourceDefinition, serde_json::Error> {
-    let mut value = serde_json::to_value(RenderPool::crd())?;
+    let mut crd = RenderPool::crd();
+    if let Some(stored) = crd.spec.versions.first().cloned() {
+        crd.spec.versions.extend(DEPRECATED_VERSIONS.map(|name| CustomResourceDefinitionVersion {
+            name: name.into(),
+            storage: false,
+            deprecated: Some(true),
+            deprecation_warning: Some(format!(
+                "renderpool.dev/{name} RenderPool is deprecated; use {}: the same fields",
+                RenderPool::api_version(&())
+            )),
+            ..stored.clone()
+        }));
+    }
+    crd.spec.conversion = Some(CustomResourceConversion { strategy: "None".into(), webhook: None });
+    let mut value = serde_json::to_value(crd)?;
     join_description_lines(&mut value);
     serde_json::from_value(value)
 }
@@ -564,11 +650,36 @@ mod tests {
     fn crd_has_scale_status_and_short_name() {
         let crd = definition().unwrap();
         assert_eq!(crd.spec.names.short_names, Some(vec!["rp".to_string()]));
-        let version = &crd.spec.versions[0];
-        let sub = version.subresources.clone().unwrap();
-        assert!(sub.status.is_some());
-        let scale = sub.scale.unwrap();
-        assert_eq!(scale.label_selector_path.as_deref(), Some(".status.selector"));
-        assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+        for version in &crd.spec.versions {
+            let sub = version.subresources.clone().unwrap();
+            assert!(sub.status.is_some(), "{}", version.name);
+            let scale = sub.scale.unwrap();
+            assert_eq!(scale.label_selector_path.as_deref(), Some(".status.selector"));
+            assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+        }
+    }
+
+    #[test]
+    fn v1beta1_is_stored_and_v1alpha1_is_served_deprecated_with_the_same_schema() {
+        let crd = definition().unwrap();
+        let names: Vec<(&str, bool, bool)> =
+            crd.spec.versions.iter().map(|v| (v.name.as_str(), v.served, v.storage)).collect();
+        assert_eq!(names, [("v1beta1", true, true), ("v1alpha1", true, false)]);
+        assert_eq!(RenderPool::api_version(&()), "renderpool.dev/v1beta1");
+        let (stored, old) = (&crd.spec.versions[0], &crd.spec.versions[1]);
+        // Identical schemas and columns: what makes conversion strategy None lossless.
+        assert_eq!(stored.schema, old.schema);
+        assert_eq!(stored.additional_printer_columns, old.additional_printer_columns);
+        assert_eq!(stored.subresources, old.subresources);
+        assert_eq!(crd.spec.conversion.as_ref().unwrap().strategy, "None");
+        assert_eq!(old.deprecated, Some(true));
+        assert_eq!(
+            old.deprecation_warning.as_deref(),
+            Some(
+                "renderpool.dev/v1alpha1 RenderPool is deprecated; use renderpool.dev/v1beta1: \
+                 the same fields"
+            )
+        );
+        assert_eq!((stored.deprecated, &stored.deprecation_warning), (None, &None));
     }
 }

@@ -52,6 +52,8 @@ fn seen(plan: &Result<PoolPlan, SpecError>) -> Observed<'_> {
         applied_generations: (None, None),
         gotenberg: None,
         conflicts: &[],
+        replica_sets: &[],
+        pods: &[],
         previous: None,
         last_error: None,
         now: at(1),
@@ -110,7 +112,15 @@ fn transition_time_moves_only_when_the_condition_flips() {
 #[test]
 fn bad_spec_is_degraded_with_the_sizing_message() {
     let plan = validate(&spec_from_yaml("memory: 600Mi"));
-    let s = compute(&Observed { generation: Some(2), ..seen(&plan) });
+    // The refused spec is the error, whatever the pods left from the last spec do.
+    let failure = last_error("MemoryTooSmallForOneSlot", "spec.memory 600Mi cannot hold one slot");
+    let pods = [unschedulable("p", "render")];
+    let s = compute(&Observed {
+        generation: Some(2),
+        pods: &pods,
+        last_error: Some(failure.clone()),
+        ..seen(&plan)
+    });
     let degraded = cond(&s, DEGRADED);
     assert_eq!(
         (degraded.status.as_str(), degraded.reason.as_str()),
@@ -120,6 +130,7 @@ fn bad_spec_is_degraded_with_the_sizing_message() {
     assert_eq!(cond(&s, READY).status, "False");
     assert_eq!(s.slots_per_pod, None);
     assert!(s.selector.is_some(), "/scale keeps working on a degraded pool");
+    assert_eq!(s.last_error, Some(failure));
 }
 
 #[test]
@@ -202,12 +213,26 @@ fn observe_pool(
     gotenberg: Option<&Deployment>,
     applied: Option<i64>,
 ) -> RenderPoolStatus {
+    observe_all(spec, render, gotenberg, applied, &[], &[])
+}
+
+/// [`observe_pool`] with the ReplicaSets and pods that run.
+fn observe_all(
+    spec: &str,
+    render: &Deployment,
+    gotenberg: Option<&Deployment>,
+    applied: Option<i64>,
+    replica_sets: &[ReplicaSet],
+    pods: &[Pod],
+) -> RenderPoolStatus {
     let plan = Ok(validate(&spec_from_yaml(spec)).unwrap());
     compute(&Observed {
         generation: Some(7),
         render: Some(render),
         applied_generations: (applied, None),
         gotenberg,
+        replica_sets,
+        pods,
         ..seen(&plan)
     })
 }
@@ -331,4 +356,206 @@ fn restricted_says_whether_only_the_clients_reach_the_pool() {
     assert_eq!(cond(&refused, DEGRADED).reason, "InvalidClients");
     let never = observe("clients: []", &[], None);
     assert!(never.conditions.iter().all(|c| c.type_ != RESTRICTED));
+}
+
+/// The render pod template built for `spec`.
+fn template(spec: &str) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+    let pool = crate::test_fixtures::pool_from_yaml("docs", spec);
+    let plan = validate(&pool.spec).unwrap();
+    crate::build::build(&pool, &plan).unwrap().render.deployment.spec.template
+}
+
+/// A ReplicaSet of the render Deployment (uid `render-uid`) with `pods`, `ready` of them ready.
+fn replica_set(name: &str, revision: i64, pods: i32, ready: i32, spec: &str) -> ReplicaSet {
+    use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let mut set = ReplicaSet {
+        spec: ReplicaSetSpec { template: Some(template(spec)), ..ReplicaSetSpec::default() },
+        status: Some(ReplicaSetStatus {
+            replicas: pods,
+            ready_replicas: Some(ready),
+            ..ReplicaSetStatus::default()
+        }),
+        ..ReplicaSet::default()
+    };
+    set.metadata.name = Some(name.into());
+    set.metadata.annotations =
+        Some([("deployment.kubernetes.io/revision".to_string(), revision.to_string())].into());
+    set.metadata.owner_references = Some(vec![OwnerReference {
+        uid: "render-uid".into(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    set
+}
+
+/// A pod of `component` that the scheduler could not place.
+fn unschedulable(name: &str, component: &str) -> Pod {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    let mut pod = Pod {
+        status: Some(PodStatus {
+            phase: Some("Pending".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                message: Some(
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are \
+                     available: 1 No preemption victims found for incoming pod."
+                        .into(),
+                ),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        }),
+        ..Pod::default()
+    };
+    pod.metadata.name = Some(name.into());
+    pod.metadata.labels =
+        Some([("app.kubernetes.io/component".to_string(), component.to_string())].into());
+    pod
+}
+
+/// Pool `docs` (generation 7) with `spec`, its render Deployment `render` and what runs.
+fn observe_running(
+    spec: &str,
+    render: &Deployment,
+    sets: &[ReplicaSet],
+    pods: &[Pod],
+) -> RenderPoolStatus {
+    observe_all(spec, render, None, None, sets, pods)
+}
+
+const ONE_SLOT: &str = "cpu: 600m\nmemory: 868Mi\ngotenberg:\n  enabled: false";
+const TWO_SLOTS: &str = "cpu: 600m\nmemory: 868Mi\nslots: 2\ngotenberg:\n  enabled: false";
+
+#[test]
+fn ready_slots_are_those_of_the_ready_pods_each_with_its_own_templates_slots() {
+    // slots: 2 applied to two one-slot pods: the new template's first pod is not ready yet.
+    let mut render = rolling(2, 1, 2);
+    render.metadata.uid = Some("render-uid".into());
+    render.status.as_mut().unwrap().replicas = Some(3);
+    let sets = [
+        replica_set("docs-render-new", 2, 1, 0, TWO_SLOTS),
+        replica_set("docs-render-old", 1, 2, 2, ONE_SLOT),
+    ];
+    let s = observe_running(TWO_SLOTS, &render, &sets, &[]);
+    assert_eq!(s.slots_per_pod, Some(2), "the current spec's");
+    assert_eq!(s.total_slots, Some(4), "once both pods run it");
+    assert_eq!(s.ready_slots, Some(2), "two ready one-slot pods serve, not 2 x 2");
+    let listed: Vec<(&str, bool, i32, i32, Option<i32>)> = s
+        .replica_sets
+        .iter()
+        .map(|r| (r.name.as_str(), r.current, r.replicas, r.ready_replicas, r.slots_per_pod))
+        .collect();
+    assert_eq!(
+        listed,
+        [("docs-render-new", true, 1, 0, Some(2)), ("docs-render-old", false, 2, 2, Some(1))]
+    );
+    // The new pod ready, one old pod gone: 2 + 1.
+    let sets = [
+        replica_set("docs-render-new", 2, 1, 1, TWO_SLOTS),
+        replica_set("docs-render-old", 1, 1, 1, ONE_SLOT),
+    ];
+    assert_eq!(observe_running(TWO_SLOTS, &render, &sets, &[]).ready_slots, Some(3));
+    // At rest one ReplicaSet runs every pod, and none is listed.
+    let sets = [replica_set("docs-render-new", 2, 2, 2, TWO_SLOTS)];
+    let mut done = rolling(2, 2, 2);
+    done.metadata.uid = Some("render-uid".into());
+    let s = observe_running(TWO_SLOTS, &done, &sets, &[]);
+    assert_eq!(s.ready_slots, Some(4));
+    assert!(s.replica_sets.is_empty());
+}
+
+#[test]
+fn a_surge_pod_with_no_room_says_so_at_once_with_the_strategy_that_fits() {
+    // A template change on a full node: the surge pod waits, the two old pods serve.
+    let mut render = rolling(2, 1, 2);
+    render.status.as_mut().unwrap().replicas = Some(3);
+    let pending = [unschedulable("docs-render-7d9f-x2x4q", "render")];
+    let s = observe_running(ONE_SLOT, &render, &[], &pending);
+    let ready = cond(&s, READY);
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", UNSCHEDULABLE));
+    assert_eq!(
+        ready.message,
+        "2 of 2 render pods ready (1 on the current spec); render pod docs-render-7d9f-x2x4q \
+         cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes \
+         are available: 1 No preemption victims found for incoming pod. The rollout starts each \
+         new pod before it stops an old one (spec.rollout maxSurge 1, maxUnavailable 0) and no \
+         node has room for it: set spec.rollout maxSurge 0 and maxUnavailable 1 to replace the \
+         pods one at a time in place, or make room on a node; the previous spec's pods serve \
+         meanwhile"
+    );
+    for type_ in [PROGRESSING, DEGRADED] {
+        assert_eq!(cond(&s, type_).reason, UNSCHEDULABLE, "{type_}");
+        assert_eq!(cond(&s, type_).message, ready.message, "one message for one problem");
+    }
+    assert_eq!(
+        (cond(&s, PROGRESSING).status.as_str(), cond(&s, DEGRADED).status.as_str()),
+        ("False", "True")
+    );
+    // The LAST ERROR column: the same, cut to its length.
+    let last = s.last_error.clone().unwrap();
+    assert_eq!(last.reason, UNSCHEDULABLE);
+    assert!(ready.message.starts_with(last.message.trim_end_matches("...")));
+    assert!(last.message.chars().count() <= LAST_ERROR_CHARS + 3);
+
+    // Replacing in place, a pod that finds no node is not a surge pod: other advice.
+    let in_place = format!("{ONE_SLOT}\nrollout:\n  maxSurge: 0\n  maxUnavailable: 1");
+    let s = observe_running(&in_place, &render, &[], &pending);
+    let message = &cond(&s, READY).message;
+    assert!(
+        message.ends_with("Make room on a node, or lower spec.replicas, spec.cpu or spec.memory"),
+        "{message}"
+    );
+    // Several at once: one message naming each.
+    let two = [unschedulable("a", "render"), unschedulable("b", "render")];
+    let s = observe_running(ONE_SLOT, &render, &[], &two);
+    assert!(cond(&s, READY).message.contains("; render pods a and b cannot be scheduled: 0/1"));
+    // Pods of another component, or none stuck: the usual rollout status.
+    let s = observe_running(ONE_SLOT, &render, &[], &[unschedulable("g", "gotenberg")]);
+    assert_eq!(cond(&s, READY).reason, "RollingOut");
+    assert_eq!(s.last_error, None);
+}
+
+#[test]
+fn a_pod_that_cannot_start_names_its_reason_and_where_to_look() {
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus};
+    let mut failing = unschedulable("docs-render-1", "render");
+    let status = failing.status.as_mut().unwrap();
+    status.conditions = None;
+    status.container_statuses = Some(vec![ContainerStatus {
+        state: Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ErrImageNeverPull".into()),
+                message: Some(
+                    "Container image \"x:9\" is not present with pull policy of Never".into(),
+                ),
+            }),
+            ..ContainerState::default()
+        }),
+        ..ContainerStatus::default()
+    }]);
+    let s = observe_running(ONE_SLOT, &deployment(2, 1), &[], &[failing]);
+    let ready = cond(&s, READY);
+    assert_eq!(ready.reason, CANNOT_START);
+    assert_eq!(
+        ready.message,
+        "1 of 2 render pods ready; render pod docs-render-1 cannot start: ErrImageNeverPull: \
+         Container image \"x:9\" is not present with pull policy of Never; check spec.image and \
+         the image pull policy"
+    );
+    assert_eq!(s.last_error.unwrap().reason, CANNOT_START);
+}
+
+#[test]
+fn a_rollout_past_its_deadline_is_the_last_error() {
+    let s = observe_rollout(&past_deadline(rolling(2, 1, 2)), None);
+    let last = s.last_error.unwrap();
+    assert_eq!(last.reason, "RolloutStuck");
+    assert!(
+        last.message.starts_with("render rollout exceeded its progress deadline"),
+        "{}",
+        last.message
+    );
 }

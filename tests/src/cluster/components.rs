@@ -120,6 +120,7 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
     Ok(Cluster {
         state_dir,
         bin_dir,
+        etcd_url,
         server,
         api_port: port,
         pki,

@@ -20,6 +20,7 @@ mod nodes;
 mod pki;
 pub mod real_node;
 mod relay;
+pub mod storage;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,6 +57,8 @@ pub enum ClusterError {
 pub struct Cluster {
     state_dir: PathBuf,
     bin_dir: PathBuf,
+    /// etcd's client URL, `http://127.0.0.1:PORT`.
+    etcd_url: String,
     server: String,
     /// The API server's port on 127.0.0.1 (the port of [`Self::server`]).
     api_port: u16,
@@ -138,6 +141,12 @@ impl Cluster {
     /// The API server URL, `https://127.0.0.1:PORT`.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// etcd's client URL (`http://127.0.0.1:PORT`): what the API server stored, read past it
+    /// ([`storage`]).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
     }
 
     /// The CA certificate that signed the API server's serving certificate.

@@ -13,4 +13,5 @@ mod operator_office;
 mod operator_sizing;
 mod operator_steady;
 mod operator_support;
+mod operator_versions;
 mod smoke;

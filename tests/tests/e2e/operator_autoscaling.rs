@@ -103,7 +103,7 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     let stored = serde_json::to_value(&hpa.spec).unwrap();
     assert_eq!(
         stored["scaleTargetRef"],
-        json!({"apiVersion": "renderpool.dev/v1alpha1", "kind": "RenderPool", "name": "elastic"})
+        json!({"apiVersion": "renderpool.dev/v1beta1", "kind": "RenderPool", "name": "elastic"})
     );
     assert_eq!((&stored["minReplicas"], &stored["maxReplicas"]), (&json!(1), &json!(4)));
     assert_eq!(stored["metrics"], json!([pods_metric(BUSY_SLOT_RATIO_METRIC, "700m")]));
@@ -161,7 +161,7 @@ async fn the_autoscaler_follows_spec_autoscaling_comes_back_and_goes_when_turned
     let own = json!({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": "elastic"},
-        "spec": {"scaleTargetRef": {"apiVersion": "renderpool.dev/v1alpha1", "kind": "RenderPool",
+        "spec": {"scaleTargetRef": {"apiVersion": "renderpool.dev/v1beta1", "kind": "RenderPool",
                                     "name": "elastic"},
                  "minReplicas": 2, "maxReplicas": 3,
                  "metrics": [pods_metric(BUSY_SLOT_RATIO_METRIC, "800m")]}
@@ -199,7 +199,7 @@ async fn bad_autoscaling_specs_are_refused_with_the_crds_message() {
     for (autoscaling, message) in [
         (
             json!({"minReplicas": 5, "maxReplicas": 4}),
-            "autoscaling.minReplicas may not exceed autoscaling.maxReplicas",
+            "autoscaling.minReplicas 5 may not exceed autoscaling.maxReplicas 4",
         ),
         (json!({"maxReplicas": 4, "targetBusyPercent": 0}), "should be greater than or equal to 1"),
         (
@@ -215,7 +215,7 @@ async fn bad_autoscaling_specs_are_refused_with_the_crds_message() {
         ),
         (
             json!({"maxReplicas": 4, "targetQueueDepth": 9}),
-            "autoscaling.targetQueueDepth may not exceed queueDepth",
+            "autoscaling.targetQueueDepth 9 may not exceed queueDepth 8",
         ),
     ] {
         let manifest = pool_manifest("refused", spec(Some(autoscaling.clone()), 8));
@@ -227,7 +227,10 @@ async fn bad_autoscaling_specs_are_refused_with_the_crds_message() {
     let mut long = spec(None, 8);
     long["jobDeadlineMs"] = json!(595_000);
     let err = kubectl_apply(cluster, ns.name(), &pool_manifest("refused", long)).unwrap_err();
-    assert!(err.contains("may not exceed 600 s"), "{err}");
+    assert!(
+        err.contains("termination grace period of 606 s for the render pods, past the 600 s"),
+        "{err}"
+    );
     assert!(pools.get_opt("refused").await.unwrap().is_none(), "nothing refused was stored");
 
     // The example docs/autoscaling.md points to is accepted as written.

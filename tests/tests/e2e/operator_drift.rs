@@ -67,7 +67,7 @@ async fn edited_scaled_and_deleted_children_return_to_the_built_state() {
     // What brought them back: a reconcile of the pool that a child's watch event started; none
     // came from a requeue (the periodic resync, or a retry).
     let log = operator.log();
-    let pool = format!("object.ref=RenderPool.v1alpha1.renderpool.dev/drifted.{}", ns.name());
+    let pool = format!("object.ref=RenderPool.v1beta1.renderpool.dev/drifted.{}", ns.name());
     let triggered: Vec<&str> = log[log_before..]
         .lines()
         .filter(|l| l.contains(&pool) && l.contains("reconciled"))

@@ -52,7 +52,7 @@ async fn scale_subresource_drives_the_deployment_and_an_hpa_can_target_the_pool(
     let scale = run(cluster.kubectl().args([
         "get",
         "--raw",
-        &format!("/apis/renderpool.dev/v1alpha1/namespaces/{}/renderpools/scaled/scale", ns.name()),
+        &format!("/apis/renderpool.dev/v1beta1/namespaces/{}/renderpools/scaled/scale", ns.name()),
     ]))
     .unwrap();
     let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
@@ -68,7 +68,7 @@ async fn scale_subresource_drives_the_deployment_and_an_hpa_can_target_the_pool(
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": "scaled"},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "renderpool.dev/v1alpha1", "kind": "RenderPool", "name": "scaled"},
+            "scaleTargetRef": {"apiVersion": "renderpool.dev/v1beta1", "kind": "RenderPool", "name": "scaled"},
             "minReplicas": 2, "maxReplicas": 8,
             "metrics": [{"type": "Resource", "resource": {"name": "cpu",
                 "target": {"type": "Utilization", "averageUtilization": 70}}}]
@@ -172,15 +172,18 @@ async fn invalid_specs_are_refused_or_degraded_and_a_fix_recovers() {
     let mut spec = base_spec();
     spec["memoryPerSlot"] = json!("0");
     let refused = kubectl_apply(cluster, ns.name(), &pool_manifest("bad", spec)).unwrap_err();
-    assert!(refused.contains("memoryPerSlot must be a positive quantity"), "{refused}");
+    assert!(refused.contains("memoryPerSlot 0 is not a positive quantity"), "{refused}");
     let mut spec = base_spec();
     spec["gotenberg"] = json!({"replicas": 2, "officeConcurrency": 3});
     let refused = kubectl_apply(cluster, ns.name(), &pool_manifest("bad", spec)).unwrap_err();
-    assert!(refused.contains("not both"), "{refused}");
+    assert!(
+        refused.contains("gotenberg.replicas 2 and gotenberg.officeConcurrency 3 both set"),
+        "{refused}"
+    );
     let mut spec = base_spec();
     spec["cpu"] = json!("two");
     let refused = kubectl_apply(cluster, ns.name(), &pool_manifest("bad", spec)).unwrap_err();
-    assert!(refused.contains("cpu must be a positive quantity"), "{refused}");
+    assert!(refused.contains("cpu two is not a positive quantity"), "{refused}");
 
     // Memory too small for one slot needs the sizing formula: Degraded, with an Event.
     kubectl_apply(cluster, ns.name(), &pool_manifest("tight", base_spec())).unwrap();

@@ -34,17 +34,17 @@ async fn edge_case_specs_are_refused_up_front_or_degraded_and_nothing_breaks() {
         (
             "memoryPerSlot",
             json!("18446744073709551615"),
-            "memoryPerSlot must be a positive quantity of at most 1Ti",
+            "memoryPerSlot 18446744073709551615 is not a positive quantity of at most 1Ti",
         ),
         (
             "memory",
             json!("18446744073709551615"),
-            "memory must be a positive quantity of at most 1Ti",
+            "memory 18446744073709551615 is not a positive quantity of at most 1Ti",
         ),
-        ("cpu", json!("5000000"), "cpu must be a positive quantity of at most 256"),
-        ("cpu", json!("0"), "cpu must be a positive quantity"),
-        ("maxBodySize", json!("4Gi"), "maxBodySize must be a positive quantity of at most 1Gi"),
-        ("memoryPerSlot", json!("2Gi"), "memoryPerSlot must be smaller than memory"),
+        ("cpu", json!("5000000"), "cpu 5000000 is not a positive quantity of at most 256"),
+        ("cpu", json!("0"), "cpu 0 is not a positive quantity"),
+        ("maxBodySize", json!("4Gi"), "maxBodySize 4Gi is not a positive quantity of at most 1Gi"),
+        ("memoryPerSlot", json!("2Gi"), "memoryPerSlot 2Gi must be smaller than memory 1Gi"),
         ("jobDeadlineMs", json!(0), "should be greater than or equal to 100"),
         ("jobDeadlineMs", json!(-30000), "should be greater than or equal to 100"),
         ("preStopSeconds", json!(-1), "should be greater than or equal to 0"),
@@ -60,9 +60,15 @@ async fn edge_case_specs_are_refused_up_front_or_degraded_and_nothing_breaks() {
         assert!(err.contains(message), "{field}: {value}: {err}");
     }
     for (gotenberg, message) in [
-        (json!({"cpu": "1000000"}), "gotenberg.cpu must be a positive quantity of at most 64"),
+        (
+            json!({"cpu": "1000000"}),
+            "gotenberg.cpu 1000000 is not a positive quantity of at most 64",
+        ),
         (json!({"timeoutSeconds": 0}), "should be greater than or equal to 1"),
-        (json!({"timeoutSeconds": 31}), "gotenberg.timeoutSeconds may not exceed jobDeadlineMs"),
+        (
+            json!({"timeoutSeconds": 31}),
+            "gotenberg.timeoutSeconds 31 s may not exceed jobDeadlineMs 30000 ms",
+        ),
         (json!({"queueSize": 0}), "should be greater than or equal to 1"),
         (json!({"replicas": 0}), "should be greater than or equal to 1"),
     ] {

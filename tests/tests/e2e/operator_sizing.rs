@@ -170,11 +170,20 @@ async fn a_pod_larger_than_any_node_keeps_the_pool_not_ready() {
         json!({"replicas": 1, "cpu": "20", "memory": "4Gi", "gotenberg": {"enabled": false}});
     kubectl_apply(cluster, ns.name(), &pool_manifest("huge", spec)).unwrap();
     let pool = wait_pool(&pools, "huge", Duration::from_secs(60), |p| {
-        condition(p, "Ready").is_some_and(|(_, reason, _)| reason == "PodsNotReady")
+        condition(p, "Ready").is_some_and(|(_, reason, _)| reason == "Unschedulable")
     })
     .await;
+    // The scheduler's own words, and what to change.
     let (_, _, message) = condition(&pool, "Ready").unwrap();
-    assert!(message.contains("0 of 1 render pod ready"), "{message}");
+    assert!(message.starts_with("0 of 1 render pod ready"), "{message}");
+    assert!(message.contains("; render pod huge-render-"), "{message}");
+    assert!(message.contains(" cannot be scheduled: 0/"), "{message}");
+    assert!(message.contains("Insufficient cpu"), "{message}");
+    assert!(
+        message.ends_with("Make room on a node, or lower spec.replicas, spec.cpu or spec.memory"),
+        "{message}"
+    );
+    assert_eq!(pool.status.as_ref().unwrap().last_error.as_ref().unwrap().reason, "Unschedulable");
     // min(20 cores, (4096 - 296) / 512 = 7) = 7: the figures are known even while pods wait.
     assert_eq!(pool.status.unwrap().slots_per_pod, Some(7));
 }

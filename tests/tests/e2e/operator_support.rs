@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Api;
+use kube::{Api, Resource};
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::wait;
 use renderpool_tests::cluster::{self, Cluster};
@@ -38,7 +38,7 @@ pub fn kubectl_apply(cluster: &Cluster, namespace: &str, manifest: &str) -> Resu
 /// A RenderPool manifest with `spec` (JSON object).
 pub fn pool_manifest(name: &str, spec: serde_json::Value) -> String {
     serde_json::json!({
-        "apiVersion": "renderpool.dev/v1alpha1",
+        "apiVersion": RenderPool::api_version(&()),
         "kind": "RenderPool",
         "metadata": {"name": name},
         "spec": spec,
