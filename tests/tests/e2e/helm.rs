@@ -54,8 +54,13 @@ fn template_renders_a_least_privilege_restricted_operator() {
 
     let cluster_role = documents(&rendered, "ClusterRole");
     assert_eq!(cluster_role.len(), 1);
-    for forbidden in ["secrets", "\"*\"", "- '*'", "pods", "escalate", "bind", "update", " get"] {
+    for forbidden in ["secrets", "\"*\"", "- '*'", "pods/", "escalate", "bind", "update", " get"] {
         assert!(!cluster_role[0].contains(forbidden), "ClusterRole grants {forbidden}");
+    }
+    // What status reads it may only list and watch.
+    for read_only in ["resources: [pods]", "resources: [replicasets]"] {
+        let verbs = cluster_role[0].split(read_only).nth(1).and_then(|rest| rest.lines().nth(1));
+        assert_eq!(verbs.map(str::trim), Some("verbs: [list, watch]"), "{read_only}");
     }
     let role = documents(&rendered, "Role");
     assert_eq!(role.len(), 1);
@@ -82,9 +87,11 @@ fn template_renders_a_least_privilege_restricted_operator() {
     let placed = template(&["--set-json", r#"nodeSelector={"disk":"ssd"}"#]).unwrap();
     let hook = documents(&placed, "Pod");
     assert_eq!(hook.len(), 1);
+    let image =
+        format!("image: \"ghcr.io/renderpool/renderpool-operator:{}\"", env!("CARGO_PKG_VERSION"));
     for needle in [
         "helm.sh/hook: test",
-        "image: \"ghcr.io/renderpool/renderpool-operator:0.1.0\"",
+        &image,
         "- renderpool-operator\n        - probe\n",
         "http://rp-renderpool-operator-metrics:8080/readyz",
         "disk: ssd",
@@ -171,6 +178,8 @@ async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
         vec!["patch", "networkpolicies.networking.k8s.io", "-n", "default"],
         vec!["delete", "poddisruptionbudgets.policy", "-n", "default"],
         vec!["watch", "horizontalpodautoscalers.autoscaling", "-A"],
+        vec!["watch", "replicasets.apps", "-A"],
+        vec!["watch", "pods", "-A"],
         vec!["patch", "horizontalpodautoscalers.autoscaling", "-n", "default"],
         vec!["delete", "horizontalpodautoscalers.autoscaling", "-n", "default"],
         vec!["create", "events.events.k8s.io", "-n", "default"],
@@ -184,6 +193,8 @@ async fn installed_chart_grants_the_operator_exactly_what_it_needs() {
         vec!["create", "pods/exec", "-n", "default"],
         vec!["get", "pods", "-n", "default"],
         vec!["create", "pods", "-n", "default"],
+        vec!["delete", "pods", "-n", "default"],
+        vec!["patch", "replicasets.apps", "-n", "default"],
         // Server-side apply is a patch, every read comes from a watch: no update, no get.
         vec!["update", "deployments.apps", "-n", "default"],
         vec!["get", "deployments.apps", "-n", "default"],
