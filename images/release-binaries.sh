@@ -44,4 +44,15 @@ CXXFLAGS=$CFLAGS
   CFLAGS="$CFLAGS" CXXFLAGS="$CXXFLAGS" \
   cargo build --release --locked --quiet -p render-pod -p renderpool-operator \
   --bin render-pod --bin renderpool-operator >&2)
+# NASM (libjpeg-turbo's SIMD code) writes each source's absolute path as the object's FILE
+# symbol, and has no option to map it: those symbols name $CARGO_HOME, and nothing reads them.
+for bin in render-pod renderpool-operator; do
+  strip_args=()
+  while IFS= read -r name; do
+    for map in "${maps[@]}"; do
+      [[ $name == "${map%%=*}"/* ]] && strip_args+=("--strip-symbol=$name") && break
+    done
+  done < <(readelf -sW "$target/release/$bin" | awk '$4 == "FILE" { print $8 }' | sort -u)
+  [ ${#strip_args[@]} -eq 0 ] || objcopy "${strip_args[@]}" "$target/release/$bin"
+done
 echo "$target/release"
