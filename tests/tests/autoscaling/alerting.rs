@@ -180,21 +180,27 @@ impl Recorder {
         (firing.duration_since(since), episode)
     }
 
-    /// Waits until `name` for `namespace`, having fired, is gone after `since` (the fault's
-    /// removal); returns how long that took.
+    /// Waits until `name` for `namespace`, having fired, is no longer held once `since` (the
+    /// fault's removal) has passed; returns how long after `since` it went. An alert may go
+    /// before the removal (a load that stops saturating between scrapes while it still runs):
+    /// that counts as cleared, after 0 s, as long as it does not come back.
     async fn cleared(&self, name: &str, namespace: &str, since: Instant) -> Duration {
         let what = format!("{name} cleared for {namespace:?}");
+        let key = (name.to_string(), namespace.to_string());
         let gone = wait::until(&what, BOUND, || async {
-            let done = self.find(name, namespace, |e| {
-                e.firing.is_some() && e.gone.is_some_and(|g| g >= since)
-            });
-            done.and_then(|e| e.gone)
-                .ok_or_else(|| self.find(name, namespace, |e| e.gone.is_none()))
+            let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let episodes = seen.get(&key).map_or(&[][..], Vec::as_slice);
+            let last = episodes.last();
+            match last.and_then(|e| e.gone) {
+                Some(gone) if episodes.iter().any(|e| e.firing.is_some()) => Ok(gone),
+                _ => Err(last.cloned()),
+            }
         })
         .await;
         let took = gone.saturating_duration_since(since);
+        let when = if gone < since { " (it went before)" } else { "" };
         eprintln!(
-            "{name} {namespace}: cleared {:.1}s after the fault was removed",
+            "{name} {namespace}: cleared {:.1}s after the fault was removed{when}",
             took.as_secs_f64()
         );
         took
