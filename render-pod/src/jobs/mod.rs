@@ -423,6 +423,9 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             return Settle::Nak(verdict::later_delay(delivered));
         }
     };
+    // What a dead letter is made of, should this delivery end in one.
+    let letter =
+        Letter { checked: &checked, state: &state, sequence, delivered, payload: &message.payload };
     match claim {
         Claim::Run { .. } => {}
         Claim::Drop(why) => {
@@ -452,19 +455,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
                 operation: last.as_ref().and_then(|f| f.operation),
             };
             held.computed();
-            return dead_letter(
-                inner,
-                &Letter {
-                    checked: &checked,
-                    state: &state,
-                    sequence,
-                    delivered,
-                    payload: &message.payload,
-                },
-                strikes,
-                reason,
-            )
-            .await;
+            return dead_letter(inner, &letter, strikes, reason).await;
         }
     }
     if let Some(deadline) = checked.message.deadline_ms
@@ -543,19 +534,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
                             ),
                             ..failed
                         };
-                        dead_letter(
-                            inner,
-                            &Letter {
-                                checked: &checked,
-                                state: &state,
-                                sequence,
-                                delivered,
-                                payload: &message.payload,
-                            },
-                            strikes,
-                            reason,
-                        )
-                        .await
+                        dead_letter(inner, &letter, strikes, reason).await
                     } else {
                         inner.metrics.ended("handed_back");
                         Settle::Nak(Duration::ZERO)
