@@ -4,13 +4,12 @@
 //! free port through the environment (Gotenberg lets `API_BIND_IP`/`API_PORT` override flags),
 //! and stopped with its LibreOffice afterwards, also when a test panics.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-
-use crate::{free_port, process, repo_root, rss_bytes, until_http_ok};
+use crate::served::Served;
+use crate::{free_port, repo_root, rss_bytes};
 
 /// How the unoconverter runs unoconv: the command line of one conversion in LibreOffice.
 const UNOCONV: &str = "/usr/bin/python3 /usr/bin/unoconv ";
@@ -24,11 +23,8 @@ pub const QUEUE_GAUGE: &str = "gotenberg_libreoffice_requests_queue_size";
 
 /// A running Gotenberg.
 pub struct Gotenberg {
-    pid: u32,
+    server: Served,
     port: u16,
-    state: PathBuf,
-    log: PathBuf,
-    stopped: bool,
 }
 
 /// One line of Gotenberg's JSON access log.
@@ -55,13 +51,7 @@ impl Gotenberg {
         };
         let bin = bin_dir().unwrap_or_else(|err| panic!("Gotenberg binaries: {err}"));
         let port = free_port();
-        let state = std::env::temp_dir()
-            .join(format!("renderpool-gotenberg-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&state).unwrap_or_else(|err| panic!("{}: {err}", state.display()));
-        process::remove_on_exit(state.clone());
-        let log = state.join("gotenberg.log");
-        let file =
-            std::fs::File::create(&log).unwrap_or_else(|err| panic!("{}: {err}", log.display()));
+        let state = Served::folder("gotenberg", port);
         let mut command = Command::new(bin.join("gotenberg-libreoffice"));
         command
             .args(flags)
@@ -70,17 +60,13 @@ impl Gotenberg {
             .env("API_PORT", port.to_string())
             // The queue gauge is sampled by Gotenberg itself; 100 ms lets tests follow it.
             .env("PROMETHEUS_COLLECT_INTERVAL", "100ms")
-            .env("LOG_STD_FORMAT", "json")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap_or_else(|err| panic!("gotenberg log: {err}")))
-            .stderr(file);
-        let pid = process::spawn(command).unwrap_or_else(|err| panic!("start gotenberg: {err}"));
-        let gotenberg = Gotenberg { pid, port, state, log, stopped: false };
+            .env("LOG_STD_FORMAT", "json");
+        let gotenberg = Gotenberg { server: Served::spawn("gotenberg", state, command), port };
         let health = format!("{}/health", gotenberg.url());
-        let up = until_http_ok("Gotenberg's /health 200", &health, Duration::from_secs(60));
-        if let Err(timed_out) = up.await {
-            panic!("{timed_out}; its log:\n{}", gotenberg.log_text());
-        }
+        gotenberg
+            .server
+            .until_ok("Gotenberg's /health 200", &health, Duration::from_secs(60))
+            .await;
         gotenberg
     }
 
@@ -96,7 +82,7 @@ impl Gotenberg {
 
     /// Everything Gotenberg logged so far.
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.server.log_text()
     }
 
     /// The conversion requests Gotenberg answered so far, from its access log (the
@@ -135,14 +121,14 @@ impl Gotenberg {
     /// group of its own). Pairs of pid and command line.
     pub fn processes(&self) -> Vec<(u32, String)> {
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        let state = self.state.to_string_lossy().to_string();
+        let state = self.server.folder_path().to_string_lossy().to_string();
+        let me = self.server.pid();
         entries
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .filter_map(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
                 let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-                let ours =
-                    pid == self.pid || parent(pid) == Some(self.pid) || cmdline.contains(&state);
+                let ours = pid == me || parent(pid) == Some(me) || cmdline.contains(&state);
                 ours.then_some((pid, cmdline))
             })
             .collect()
@@ -170,9 +156,8 @@ impl Gotenberg {
 
     /// Kills Gotenberg and its LibreOffice at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
-        process::signal(self.pid, libc::SIGKILL);
+        self.server.kill();
         self.sweep();
-        self.stopped = true;
     }
 
     /// LibreOffice survives a killed Gotenberg (own process group): kill what names our folder.
@@ -186,13 +171,11 @@ impl Gotenberg {
 
 impl Drop for Gotenberg {
     fn drop(&mut self) {
-        if !self.stopped {
+        if self.server.running() {
             // SIGTERM lets Gotenberg stop LibreOffice itself; whatever is left is killed.
-            process::signal(self.pid, libc::SIGTERM);
-            process::signal(self.pid, libc::SIGKILL);
+            self.server.stop();
             self.sweep();
         }
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 

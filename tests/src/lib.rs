@@ -15,6 +15,7 @@ pub mod panels;
 mod process;
 pub mod render_pod;
 pub mod runc;
+mod served;
 pub mod versitygw;
 
 use std::net::TcpListener;

@@ -2,20 +2,18 @@
 //! benchmark: on 127.0.0.1 and free ports, its store in a folder of its own, stopped (and the
 //! folder removed) when dropped, also when a test panics.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use crate::{free_port, process, until_http_ok};
+use crate::free_port;
+use crate::served::Served;
 
 /// A running NATS server.
 pub struct NatsServer {
-    pid: u32,
+    server: Served,
     port: u16,
     monitor: u16,
-    state: PathBuf,
-    stopped: bool,
 }
 
 impl NatsServer {
@@ -24,28 +22,19 @@ impl NatsServer {
     pub async fn start(token: Option<&str>) -> NatsServer {
         let bin = bin_dir().unwrap_or_else(|err| panic!("nats-server: {err}"));
         let (port, monitor) = (free_port(), free_port());
-        let state =
-            std::env::temp_dir().join(format!("renderpool-nats-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&state).unwrap_or_else(|err| panic!("{}: {err}", state.display()));
-        process::remove_on_exit(state.clone());
-        let log = std::fs::File::create(state.join("nats.log"))
-            .unwrap_or_else(|err| panic!("nats log: {err}"));
+        let folder = Served::folder("nats", port);
         let mut command = Command::new(bin.join("nats-server"));
         command
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-m", &monitor.to_string()])
             .arg("-sd")
-            .arg(state.join("jetstream"))
-            .args(token.map(|token| ["--auth", token]).into_iter().flatten())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap_or_else(|err| panic!("nats log: {err}")))
-            .stderr(log);
-        let pid = process::spawn(command).unwrap_or_else(|err| panic!("start nats-server: {err}"));
-        let server = NatsServer { pid, port, monitor, state, stopped: false };
+            .arg(folder.join("jetstream"))
+            .args(token.map(|token| ["--auth", token]).into_iter().flatten());
+        let server = NatsServer { server: Served::spawn("nats", folder, command), port, monitor };
         let health = format!("{}/healthz?js-enabled-only=true", server.monitor_url());
-        let up = until_http_ok("nats-server's /healthz 200", &health, Duration::from_secs(30));
-        if let Err(timed_out) = up.await {
-            panic!("{timed_out}; its log:\n{}", server.log_text());
-        }
+        server
+            .server
+            .until_ok("nats-server's /healthz 200", &health, Duration::from_secs(30))
+            .await;
         server
     }
 
@@ -61,17 +50,7 @@ impl NatsServer {
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// What it logged so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(self.state.join("nats.log")).unwrap_or_default()
-    }
-
-    /// `/varz`: the server's version and counters.
-    pub async fn varz(&self) -> serde_json::Value {
-        self.monitor_json("/varz").await
+        self.server.pid()
     }
 
     /// `/jsz?consumers=true`: the streams and consumers, as KEDA's `nats-jetstream` scaler
@@ -84,16 +63,5 @@ impl NatsServer {
         let url = format!("{}{path}", self.monitor_url());
         let response = reqwest::get(&url).await.unwrap_or_else(|err| panic!("GET {url}: {err}"));
         response.json().await.unwrap_or_else(|err| panic!("{url}: {err}"))
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        if !self.stopped {
-            self.stopped = true;
-            process::signal(self.pid, libc::SIGTERM);
-            process::signal(self.pid, libc::SIGKILL);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }

@@ -3,13 +3,14 @@
 //! account whose keys are written to files (as the operator mounts a Secret), stopped (and the
 //! folder removed) when dropped, also when a test panics.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use crate::{free_port, process, until_http_ok};
+use crate::free_port;
+use crate::served::Served;
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 
@@ -20,10 +21,8 @@ pub const SECRET_ACCESS_KEY: &str = "renderpool-test-secret";
 
 /// A running S3 server.
 pub struct S3Server {
-    pid: u32,
+    server: Served,
     port: u16,
-    state: PathBuf,
-    stopped: bool,
 }
 
 impl S3Server {
@@ -32,20 +31,16 @@ impl S3Server {
     pub async fn start(buckets: &[&str]) -> S3Server {
         let bin = bin_dir().unwrap_or_else(|err| panic!("versitygw: {err}"));
         let port = free_port();
-        let state =
-            std::env::temp_dir().join(format!("renderpool-s3-{}-{port}", std::process::id()));
-        let root = state.join("root");
+        let folder = Served::folder("s3", port);
+        let root = folder.join("root");
         for bucket in buckets {
             std::fs::create_dir_all(root.join(bucket))
                 .unwrap_or_else(|err| panic!("{}: {err}", root.display()));
         }
-        process::remove_on_exit(state.clone());
-        std::fs::write(state.join("access-key-id"), ACCESS_KEY_ID)
+        std::fs::write(folder.join("access-key-id"), ACCESS_KEY_ID)
             .unwrap_or_else(|err| panic!("key file: {err}"));
-        std::fs::write(state.join("secret-access-key"), SECRET_ACCESS_KEY)
+        std::fs::write(folder.join("secret-access-key"), SECRET_ACCESS_KEY)
             .unwrap_or_else(|err| panic!("key file: {err}"));
-        let log = std::fs::File::create(state.join("versitygw.log"))
-            .unwrap_or_else(|err| panic!("versitygw log: {err}"));
         let mut command = Command::new(bin.join("versitygw"));
         command
             .env_clear()
@@ -54,17 +49,10 @@ impl S3Server {
             .args(["--port", &format!("127.0.0.1:{port}"), "--health", "/health", "--quiet"])
             .arg("--keep-alive")
             .arg("posix")
-            .arg(&root)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap_or_else(|err| panic!("versitygw log: {err}")))
-            .stderr(log);
-        let pid = process::spawn(command).unwrap_or_else(|err| panic!("start versitygw: {err}"));
-        let server = S3Server { pid, port, state, stopped: false };
+            .arg(&root);
+        let server = S3Server { server: Served::spawn("versitygw", folder, command), port };
         let health = format!("{}/health", server.url());
-        let up = until_http_ok("versitygw's /health 200", &health, Duration::from_secs(30));
-        if let Err(timed_out) = up.await {
-            panic!("{timed_out}; its log:\n{}", server.log_text());
-        }
+        server.server.until_ok("versitygw's /health 200", &health, Duration::from_secs(30)).await;
         server
     }
 
@@ -75,27 +63,17 @@ impl S3Server {
 
     /// The file holding the access key id.
     pub fn access_key_id_file(&self) -> PathBuf {
-        self.state.join("access-key-id")
+        self.server.folder_path().join("access-key-id")
     }
 
     /// The file holding the secret.
     pub fn secret_access_key_file(&self) -> PathBuf {
-        self.state.join("secret-access-key")
-    }
-
-    /// The folder holding the buckets.
-    pub fn root(&self) -> &Path {
-        &self.state
+        self.server.folder_path().join("secret-access-key")
     }
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// What it logged so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(self.state.join("versitygw.log")).unwrap_or_default()
+        self.server.pid()
     }
 
     /// An S3 client of `bucket` (object_store's, over the S3 API: what a producer uses; its
@@ -130,16 +108,5 @@ impl S3Server {
             "--objects-write-buckets".into(),
             write.join(","),
         ]
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        if !self.stopped {
-            self.stopped = true;
-            process::signal(self.pid, libc::SIGTERM);
-            process::signal(self.pid, libc::SIGKILL);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
