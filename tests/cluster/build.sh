@@ -15,7 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-module_version() { awk -v m="$2" '$1 == m { print $2; exit }' "$here/$1/go.mod"; }
+# A requirement is in a block ("m v") or on its own line ("require m v").
+module_version() {
+  awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$here/$1/go.mod"
+}
 # GOTENBERG_VERSION, KUBERNETES_VERSION, CONTAINERD_VERSION: the pins that Rust and the images
 # read too. A go.mod is where Go takes a version from, so the two must agree.
 # shellcheck source=versions.env
@@ -33,11 +36,13 @@ pinned() {
 K8S_VERSION=$(pinned k8s k8s.io/kubernetes "$KUBERNETES_VERSION")
 k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 
-# One cache folder per build: "<tool>-<version>-<hash>", the hash covering go.sum, ldflags, build
-# tags and packages, so changing any of them builds anew and never reuses a stale binary.
+# One cache folder per build: "<tool>-<version>-<hash>", the hash covering go.sum, the wrapper's
+# own Go files (CoreDNS's main), ldflags, build tags and packages, so changing any of them builds
+# anew and never reuses a stale binary.
 stamp() {
   local wrapper=$1 version=$2; shift 2
-  echo "$wrapper-$version-$({ cat "$here/$wrapper/go.sum"; echo "$@"; } | sha256sum | cut -c1-12)"
+  echo "$wrapper-$version-$({ cat "$here/$wrapper/go.sum" "$here/$wrapper"/*.go 2>/dev/null; echo "$@"; } |
+    sha256sum | cut -c1-12)"
 }
 
 bin="$cache/bin"
@@ -157,7 +162,8 @@ BUILD_TAGS="no_btrfs no_devmapper no_zfs urfave_cli_no_docs" build containerd "$
 cni_plugins=github.com/containernetworking/plugins/plugins
 LINK_DIR="$bin/cni" build cni "$(module_version cni github.com/containernetworking/plugins)" "-s -w" \
   "$cni_plugins/main/bridge" "$cni_plugins/ipam/host-local" "$cni_plugins/main/loopback"
-build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" github.com/coredns/coredns
+# The wrapper's own main: CoreDNS with the plugins the test node's Corefile names, not all of them.
+build coredns "$(module_version coredns github.com/coredns/coredns)" "-s -w" renderpool.dev/tests/cluster/coredns
 
 # The autoscaling pipeline. Prometheus with the Kubernetes service discovery alone (the other
 # discoveries pull in every cloud's SDK); its version stamp is the release the module version
