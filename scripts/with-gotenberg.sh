@@ -5,6 +5,8 @@
 #   scripts/with-gotenberg.sh COMMAND [ARGS...]      (GOTENBERG_PORT=3000 for a fixed port)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib/local-server.sh
+. "$root/scripts/lib/local-server.sh"
 bin=${RENDERPOOL_CLUSTER_BIN:?run it after eval \"\$(scripts/setup.sh --office)\"}
 port=${GOTENBERG_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 state=$(mktemp -d "${TMPDIR:-/tmp}/renderpool-gotenberg.XXXXXX")
@@ -20,9 +22,7 @@ env "${gotenberg_env[@]}" API_BIND_IP=127.0.0.1 API_PORT="$port" \
 gotenberg=$!
 
 stop() {
-  kill -TERM "$gotenberg" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$gotenberg" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$gotenberg" 2>/dev/null || true
+  stop_server "$gotenberg"
   # LibreOffice runs in a process group of its own; whatever still names our state folder is ours.
   for proc in /proc/[0-9]*; do
     if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -qF -- "$state"; then
@@ -34,19 +34,7 @@ stop() {
 trap stop EXIT
 trap 'exit 130' INT TERM
 
-healthy=false
-for _ in $(seq 600); do
-  kill -0 "$gotenberg" 2>/dev/null || break
-  if python3 -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; then
-    healthy=true
-    break
-  fi
-  sleep 0.1
-done
-if ! $healthy; then
-  echo "with-gotenberg: Gotenberg did not become healthy; its log:" >&2
-  cat "$log" >&2
-  exit 1
-fi
+await_server "$gotenberg" "http://127.0.0.1:$port/health" 600 \
+  "with-gotenberg: Gotenberg did not become healthy" "$log"
 echo "with-gotenberg: Gotenberg on http://127.0.0.1:$port (log $log)" >&2
 RENDERPOD_GOTENBERG_URL="http://127.0.0.1:$port" "$@"

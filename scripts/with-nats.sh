@@ -5,6 +5,8 @@
 # outlive a restart. Needs RENDERPOOL_CLUSTER_BIN from `scripts/setup.sh --jobs`.
 #   scripts/with-nats.sh COMMAND [ARGS...]   (NATS_PORT=4222 NATS_MONITOR_PORT=8222 by default)
 set -euo pipefail
+# shellcheck source=scripts/lib/local-server.sh
+. "$(dirname "$0")/lib/local-server.sh"
 bin=${RENDERPOOL_CLUSTER_BIN:?run it after eval \"\$(scripts/setup.sh --jobs)\"}
 dir=${RENDERPOOL_JOBS_DIR:?the folder of the local jobs (scripts/run.sh --jobs sets it)}
 port=${NATS_PORT:-4222}
@@ -18,27 +20,9 @@ setsid "$bin/nats-server" -js -sd "$dir/nats/jetstream" -a 127.0.0.1 -p "$port" 
   >"$log" 2>&1 &
 nats=$!
 
-stop() {
-  kill -TERM "$nats" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$nats" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$nats" 2>/dev/null || true
-}
-trap stop EXIT
+trap 'stop_server "$nats"' EXIT
 trap 'exit 130' INT TERM
-
-healthy=false
-for _ in $(seq 300); do
-  kill -0 "$nats" 2>/dev/null || break
-  if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$monitor/healthz?js-enabled-only=true', timeout=1)" 2>/dev/null; then
-    healthy=true
-    break
-  fi
-  sleep 0.1
-done
-if ! $healthy; then
-  echo "with-nats: NATS did not become healthy (is port $port or $monitor taken?); its log:" >&2
-  cat "$log" >&2
-  exit 1
-fi
+await_server "$nats" "http://127.0.0.1:$monitor/healthz?js-enabled-only=true" 300 \
+  "with-nats: NATS did not become healthy (is port $port or $monitor taken?)" "$log"
 echo "with-nats: NATS on nats://127.0.0.1:$port, monitoring http://127.0.0.1:$monitor/jsz (log $log)" >&2
 RENDERPOD_JOBS_NATS_URL="nats://127.0.0.1:$port" "$@"
