@@ -39,6 +39,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::raw::process_cpu;
 use common::{Server, doc};
+use renderpool_testkit::machine::load_average;
 use sha2::{Digest, Sha256};
 
 /// Pages of R-intro.pdf per pass, as in the service bench.
@@ -179,15 +180,11 @@ fn main() {
         let manual = Arc::new(doc("pdf/R-intro.pdf"));
         let server = Arc::new(Server::start(&["--queue-depth", "8", "--job-deadline-ms", "120000"]));
         let slots = server.wait_ready().await["engine"]["slots"].as_u64().unwrap() as usize;
-        let loadavg = || {
-            let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-            text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-        };
         println!();
         println!(
             "== the front's CPU per page by step ({slots} slots; R-intro.pdf pages 1-{PAGES} x {PASSES} at 150 dpi PNG, {} clients; load average {})",
             2 * slots,
-            loadavg()
+            load_average()
         );
         load(&server, &manual, slots, Load::Upload).await; // warm the workers
         for how in [Load::Upload, Load::Digest] {
@@ -221,6 +218,6 @@ fn main() {
                 );
             }
         }
-        println!("load average afterwards {}", loadavg());
+        println!("load average afterwards {}", load_average());
     });
 }

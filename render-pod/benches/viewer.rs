@@ -28,6 +28,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::raw::{self, KeepAlive, process_cpu};
 use common::{Server, doc};
+use renderpool_testkit::machine::load_average;
 use sha2::{Digest, Sha256};
 
 /// Pages shown per round, in order.
@@ -171,13 +172,12 @@ fn main() {
         let manual = doc("pdf/R-intro.pdf");
         let server = Server::start(&[]);
         let ready = server.wait_ready().await;
-        let uptime = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         println!();
         println!(
             "== viewer: {PAGES} pages of a {:.1} MB document in order on one connection, 100 dpi PNG ({} slots; load average {})",
             DOCUMENT_BYTES as f64 / 1e6,
             ready["engine"]["slots"],
-            uptime.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+            load_average()
         );
         // Warm the workers on the document once.
         let warm = padded(&manual, DOCUMENT_BYTES, 1);
@@ -226,7 +226,6 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let uptime = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        println!("load average afterwards {}", uptime.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+        println!("load average afterwards {}", load_average());
     });
 }

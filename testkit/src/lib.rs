@@ -15,11 +15,13 @@
 //!   pod's tests on a host process and on the real node alike.
 //! - [`packages`]: Office packages built entry by entry: ordinary and macro-enabled DOCX files,
 //!   ZIP bombs with an honest or a lying central directory, and a document slow to lay out.
+//! - [`machine`]: the load average a benchmark prints beside its figures.
 //! - [`modgraph`]: a crate's module import graph from its sources, and the layering checks
 //!   `tests/architecture.rs` runs against `docs/architecture.md`.
 
 pub mod bombs;
 pub mod corpus;
+pub mod machine;
 pub mod metrics;
 pub mod modgraph;
 pub mod packages;

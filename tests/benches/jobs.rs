@@ -144,12 +144,7 @@ async fn run() {
     println!(
         "machine: {} CPUs, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split(' ')
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        renderpool_testkit::machine::load_average()
     );
 
     println!(
@@ -280,15 +275,7 @@ async fn run() {
         "previews ({DOC} page 1, 400 px): idle p50 {idle50:?} p99 {idle99:?}; during the backlog p50 {busy50:?} p99 {busy99:?}: p99 x{:.2} (goal <= 1.5)",
         busy99.as_secs_f64() / idle99.as_secs_f64()
     );
-    println!(
-        "\nload average afterwards {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split(' ')
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("\nload average afterwards {}", renderpool_testkit::machine::load_average());
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -161,10 +161,7 @@ fn mib(bytes: u64) -> f64 {
 
 async fn run() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    println!(
-        "machine: {cores} CPUs, load average {}",
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
-    );
+    println!("machine: {cores} CPUs, load average {}", renderpool_testkit::machine::load_average());
 
     // Straight at one Gotenberg: the audit's setup (Gotenberg queues internally).
     let single = gotenberg(16).await;
