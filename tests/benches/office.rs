@@ -3,8 +3,8 @@
 //! instance per core (behind a small random-per-connection TCP balancer standing in for the
 //! Kubernetes Service), plus four at once straight at one Gotenberg. Prints wall times, p50/p99
 //! latencies, the ratio of k at once on k instances to one alone (goal: at most 1.3), Gotenberg's
-//! RSS idle and converting, and the render pod's RSS added by its PDF cache. Figures only: it
-//! never fails on time.
+//! RSS idle and converting, the render pod's RSS added by its PDF cache, and how long an Office
+//! bomb holds the next good document. Figures only: it never fails on time.
 //!
 //! Run: `cargo build -p render-pod && cargo bench -p renderpool-tests --bench office --profile dev`
 //! after `eval "$(scripts/setup.sh --office)"` (bench/run.sh does all three).
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use renderpool_operator::build::gotenberg_args;
 use renderpool_operator::crd::RenderPoolSpec;
 use renderpool_operator::validate::validate;
+use renderpool_testkit::packages;
 use renderpool_tests::balancer::Balancer;
 use renderpool_tests::gotenberg::Gotenberg;
 use renderpool_tests::render_pod::RenderPod;
@@ -23,6 +24,8 @@ use renderpool_tests::{corpus_dir, rss_bytes};
 const DOCX: &str = "office/test.docx";
 /// Single requests behind the "one alone" baseline (its median).
 const ALONE_RUNS: usize = 3;
+/// Office bombs, each followed by a good document.
+const BOMB_ROUNDS: u64 = 2;
 
 fn doc(name: &str) -> Vec<u8> {
     std::fs::read(corpus_dir().join(name)).unwrap()
@@ -208,6 +211,7 @@ async fn run() {
         four.wall.as_secs_f64() / alone.alone().as_secs_f64()
     );
     drop(pod);
+    bomb_then_good(&single, alone.alone()).await;
     drop(single);
 
     println!(
@@ -301,6 +305,48 @@ async fn run() {
         mib(after),
         mib(after.saturating_sub(before))
     );
+}
+
+/// An Office bomb (a small, honest DOCX that takes LibreOffice minutes to lay out) through a pod
+/// that gives up on it at its deadline, then a good document at once: how long the bomb holds
+/// Office after its answer (Gotenberg cancels the conversion, the unoconverter's watchdog
+/// replaces the busy LibreOffice), against `alone`, one good conversion on an idle instance.
+async fn bomb_then_good(gotenberg: &Gotenberg, alone: Duration) {
+    let deadline_ms = 15_000;
+    println!(
+        "\n### an Office bomb, then the next good document, one Gotenberg instance, share 1, the pod's deadline {deadline_ms} ms"
+    );
+    let pod = RenderPod::start(
+        &[
+            "--office-concurrency",
+            "1",
+            "--office-cache-bytes",
+            "0",
+            "--job-deadline-ms",
+            &deadline_ms.to_string(),
+        ],
+        &[("RENDERPOD_GOTENBERG_URL", &gotenberg.url())],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let url = pod.url("/v1/convert");
+    for round in 1..=BOMB_ROUNDS {
+        // A new document each round: a second strike on the same one would quarantine it.
+        let bomb = packages::slow_docx(300_000, round);
+        let sent = Instant::now();
+        let response = client.post(&url).body(bomb).send().await.unwrap();
+        let answered = sent.elapsed();
+        let status = response.status();
+        assert_eq!(status, 504, "the bomb: {:?}", response.text().await);
+        let next = convert(&client, &url, fresh_docx(), false).await;
+        println!(
+            "  round {round}: the bomb answered 504 after {:.2} s; the next good document, sent then, converted in {:.2} s ({:.2}x one alone, {:.2} s)",
+            answered.as_secs_f64(),
+            next.as_secs_f64(),
+            next.as_secs_f64() / alone.as_secs_f64(),
+            alone.as_secs_f64()
+        );
+    }
 }
 
 fn main() {
