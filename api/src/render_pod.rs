@@ -104,7 +104,6 @@ pub mod env {
     pub const OBJECTS_DIR: &str = "RENDERPOD_OBJECTS_DIR";
     pub const OBJECTS_READ_BUCKETS: &str = "RENDERPOD_OBJECTS_READ_BUCKETS";
     pub const OBJECTS_WRITE_BUCKETS: &str = "RENDERPOD_OBJECTS_WRITE_BUCKETS";
-    pub const OBJECTS_CACHE_BYTES: &str = "RENDERPOD_OBJECTS_CACHE_BYTES";
 }
 
 #[cfg(test)]

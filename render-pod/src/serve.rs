@@ -185,10 +185,11 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         engine_metrics,
         poison,
     ));
-    let objects = args.jobs.objects()?.map(|config| Arc::new(Objects::new(config)));
+    let objects =
+        args.jobs.objects()?.map(|config| Arc::new(Objects::new(config, documents.clone())));
     if let Some(objects) = &objects {
         let config = objects.config();
-        tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, cache_bytes = config.cache_bytes, "object store");
+        tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, "object store");
     }
     let job_front = match args.jobs.broker() {
         Some(broker) if objects.is_none() => {

@@ -13,6 +13,7 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use futures::StreamExt;
 use hmac::{Hmac, Mac};
+use render_pod::ops::DocHash;
 use renderpool_api::jobs::{JobId, JobStatus, Manifest, State};
 use renderpool_testkit::{corpus, wait};
 use renderpool_tests::gotenberg::Gotenberg;
@@ -930,6 +931,19 @@ async fn the_job_routes_and_stored_sources() {
     let stored = stored.bytes().await.unwrap();
     let sent = worker.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
     assert_eq!(stored, sent);
+    // What ?source= read is in the pod's one document cache: named by its digest, with no body,
+    // the document is served without a read or an upload.
+    let digest = format!("blake3=:{}:", STANDARD.encode(DocHash::of(&doc(SMALL)).0));
+    let named = worker
+        .client
+        .post(worker.url("/v1/render?page=1&width=300"))
+        .header("repr-digest", digest)
+        .body(Vec::new())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    assert_eq!(named.bytes().await.unwrap(), stored);
     // The document is kept by its ETag: asked again, one conditional GET answers from memory;
     // replaced in the bucket, the new one is fetched.
     let pages = |answer: reqwest::Response| async move {

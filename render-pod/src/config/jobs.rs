@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use renderpool_api::jobs::{ObjectUrl, Subjects, defaults};
 use renderpool_api::render_pod::env;
-use renderpool_sizing::parse_memory_bytes;
 
 use crate::broker::BrokerConfig;
 use crate::jobs::webhook::{self, SecretError, WebhookConfig};
@@ -115,11 +114,6 @@ pub struct JobsArgs {
     /// Buckets job outputs (and uploaded documents) may be written to (comma-separated).
     #[arg(long, env = env::OBJECTS_WRITE_BUCKETS, value_delimiter = ',')]
     pub objects_write_buckets: Vec<String>,
-    /// Bytes of stored documents kept by ETag (counted in the upload budget while held), e.g.
-    /// 32Mi; 0 turns the cache off.
-    #[arg(long, env = env::OBJECTS_CACHE_BYTES, value_parser = parse_memory_bytes,
-          default_value = "32Mi")]
-    pub objects_cache_bytes: u64,
 }
 
 /// Why the job flags cannot be used.
@@ -152,7 +146,6 @@ impl JobsArgs {
             dir: self.objects_dir.as_deref(),
             read_buckets: &self.objects_read_buckets,
             write_buckets: &self.objects_write_buckets,
-            cache_bytes: self.objects_cache_bytes,
         })?)
     }
 

@@ -17,7 +17,7 @@ use super::input;
 use super::params::Query;
 use crate::doc_cache::HeldDocument;
 use crate::objects::ObjectError;
-use crate::ops::{DocHash, OpError};
+use crate::ops::OpError;
 
 /// The query parameter naming a stored document.
 pub const PARAM: &str = "source";
@@ -58,19 +58,16 @@ pub async fn fetch(
     };
     drop(request);
     let max = app.uploads.limits.max_bytes;
-    let fetched = objects.fetch(url, max, &app.uploads.budget, true).await.inspect_err(|e| {
+    let fetched = objects.fetch(url, max, &app.uploads.budget).await.inspect_err(|e| {
         if matches!(e, ObjectError::NoRoom { .. }) {
             app.metrics.reject("upload_budget");
         }
     })?;
-    app.metrics.bytes_in.inc_by(fetched.bytes.len() as u64);
-    if fetched.bytes.is_empty() {
+    app.metrics.bytes_in.inc_by(fetched.document.bytes.len() as u64);
+    if fetched.document.bytes.is_empty() {
         return Err(OpError::Unreadable { detail: format!("the document {url} is empty") }.into());
     }
-    let hash = DocHash::of_shared(&fetched.bytes)
-        .await
-        .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?;
-    Ok(HeldDocument { bytes: fetched.bytes, hash, reservation: fetched.reservation })
+    Ok(fetched.document)
 }
 
 impl From<ObjectError> for ApiError {
@@ -91,6 +88,7 @@ impl From<ObjectError> for ApiError {
             ObjectError::Store { .. } => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "object_store_unavailable", message)
             }
+            ObjectError::Hash { .. } => ApiError::internal(message),
         }
     }
 }

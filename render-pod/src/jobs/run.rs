@@ -3,8 +3,8 @@
 //! as it is made, progress recorded (where a cancellation is noticed), the manifest returned
 //! for the caller to write last.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,6 +16,8 @@ use renderpool_api::jobs::{
 use super::outputs;
 use super::{Inner, Tracked};
 use crate::broker::states::Change;
+use crate::byte_budget::Reservation;
+use crate::doc_cache::HeldDocument;
 use crate::engine::Task;
 use crate::http::ApiError;
 use crate::http::params::{JobOperation, JobPages};
@@ -55,6 +57,8 @@ struct Document {
     /// As read.
     original: Bytes,
     original_hash: DocHash,
+    /// The original's bytes in the upload budget, held while the job runs.
+    _reservation: Arc<Reservation>,
     /// The PDF PDFium reads: the original, or its conversion.
     pdf: Option<(Bytes, DocHash)>,
     /// What the original is.
@@ -106,7 +110,7 @@ impl<'a> Runner<'a> {
     pub async fn run(&self) -> Result<Manifest, Stop> {
         let fetched = self.fetch().await?;
         let etag = fetched.etag.clone();
-        let bytes = fetched.bytes.len() as u64;
+        let bytes = fetched.document.bytes.len() as u64;
         let mut doc = self.document(fetched).await?;
         // Recorded with the next progress (a short job's end records it instead).
         self.total.store(self.count(&mut doc).await?, Ordering::Relaxed);
@@ -130,7 +134,7 @@ impl<'a> Runner<'a> {
         let max = self.inner.limits.max_body_bytes;
         loop {
             let fetched =
-                self.inner.objects.fetch(&self.checked.input, max, &self.inner.uploads, true).await;
+                self.inner.objects.fetch(&self.checked.input, max, &self.inner.uploads).await;
             match fetched {
                 Err(ObjectError::NoRoom { .. }) if !self.aborted() => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -141,14 +145,13 @@ impl<'a> Runner<'a> {
     }
 
     async fn document(&self, fetched: Fetched) -> Result<Document, Stop> {
-        let original = fetched.bytes;
+        let HeldDocument { bytes: original, hash: original_hash, reservation } = fetched.document;
         if original.is_empty() {
             return Err(ApiError::from(crate::ops::OpError::Unreadable {
                 detail: "the document is empty".into(),
             })
             .into());
         }
-        let original_hash = hash(&original).await?;
         self.inner
             .engine
             .check_quarantine(&original_hash, WorkClass::Open)
@@ -162,7 +165,15 @@ impl<'a> Runner<'a> {
             }
         };
         let password = self.checked.message.input.password.clone();
-        Ok(Document { original, original_hash, pdf, detected, password, page_count: None })
+        Ok(Document {
+            original,
+            original_hash,
+            _reservation: reservation,
+            pdf,
+            detected,
+            password,
+            page_count: None,
+        })
     }
 
     /// The PDF PDFium reads: an Office original is converted first (through the cache).
@@ -426,10 +437,4 @@ impl<'a> Runner<'a> {
         written.sort_by_key(|o| o.page);
         Ok(written)
     }
-}
-
-async fn hash(bytes: &Bytes) -> Result<DocHash, Stop> {
-    DocHash::of_shared(bytes)
-        .await
-        .map_err(|e| Stop::from(ApiError::internal(format!("hashing failed: {e}"))))
 }

@@ -85,8 +85,6 @@ pub struct ObjectsConfig {
     pub read_buckets: BTreeSet<String>,
     /// Buckets outputs may be written to.
     pub write_buckets: BTreeSet<String>,
-    /// Bytes of fetched documents kept by ETag for `?source=` (0: none).
-    pub cache_bytes: u64,
 }
 
 /// Why the object store settings cannot be used.
@@ -133,8 +131,6 @@ pub struct StoreFlags<'a> {
     pub read_buckets: &'a [String],
     /// `--objects-write-buckets`.
     pub write_buckets: &'a [String],
-    /// `--objects-cache-bytes`.
-    pub cache_bytes: u64,
 }
 
 impl ObjectsConfig {
@@ -166,7 +162,6 @@ impl ObjectsConfig {
             backend,
             read_buckets: buckets(flags.read_buckets)?,
             write_buckets: buckets(flags.write_buckets)?,
-            cache_bytes: flags.cache_bytes,
         }))
     }
 }

@@ -1,11 +1,13 @@
 //! Documents and results in object storage: `s3://bucket/key` URLs on an S3 endpoint (or, for a
 //! pod run by hand, a local folder with one sub-folder per bucket), only in the buckets the pod
 //! may read or write. Reads are bounded (the largest accepted body) and counted in the upload
-//! budget like a request body; what `?source=` previews fetched is kept in a small cache keyed
-//! by the object's ETag, so a viewer paging through a stored upload fetches it once.
+//! budget like a request body. What was read stays in the pod's one document cache, beside
+//! uploads named by digest, and an index of ETags says which cached document an object is: a
+//! viewer paging through a stored upload (or a job after another on the same input) costs one
+//! conditional request, and a client may name the fetched document by its digest afterwards.
 
-mod cache;
 pub mod config;
+mod etags;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,10 +20,13 @@ use object_store::{
 };
 use renderpool_api::jobs::ObjectUrl;
 
-use crate::byte_budget::{ByteBudget, Reservation};
+use crate::byte_budget::ByteBudget;
+use crate::doc_cache::{Digest, DocCache, HeldDocument};
+use crate::ops::DocHash;
+use etags::{EtagIndex, Seen};
 
-pub use cache::CacheStatus;
 pub use config::{Backend, ObjectsConfig, ObjectsConfigError};
+pub use etags::EtagStatus;
 
 /// Read or write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,9 @@ pub enum ObjectError {
     /// The store failed or could not be reached.
     #[error("{url}: the object store failed: {detail}")]
     Store { url: String, detail: String },
+    /// Hashing what was read failed (its task panicked or was cancelled).
+    #[error("{url}: hashing the document failed: {detail}")]
+    Hash { url: String, detail: String },
 }
 
 impl ObjectError {
@@ -70,15 +78,14 @@ impl ObjectError {
     }
 }
 
-/// A document read from the store, with its share of the upload budget.
+/// A document read from the store: held like an upload (its bytes with their hash and their
+/// reservation in the upload budget), and the object's ETag when read.
 #[derive(Debug, Clone)]
 pub struct Fetched {
-    /// The bytes.
-    pub bytes: Bytes,
+    /// The document.
+    pub document: HeldDocument,
     /// The object's ETag when read.
     pub etag: Option<String>,
-    /// The bytes' reservation in the upload budget, held as long as the bytes are.
-    pub reservation: Arc<Reservation>,
 }
 
 /// An object a listing found.
@@ -94,7 +101,9 @@ pub struct Listed {
 pub struct Objects {
     config: ObjectsConfig,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
-    cache: cache::EtagCache,
+    /// Where what was read is kept (the pod's one document cache).
+    documents: Arc<DocCache>,
+    etags: EtagIndex,
 }
 
 impl std::fmt::Debug for Objects {
@@ -104,10 +113,9 @@ impl std::fmt::Debug for Objects {
 }
 
 impl Objects {
-    /// The store `config` describes.
-    pub fn new(config: ObjectsConfig) -> Self {
-        let cache = cache::EtagCache::new(config.cache_bytes);
-        Self { config, stores: Mutex::new(HashMap::new()), cache }
+    /// The store `config` describes, keeping what it reads in `documents`.
+    pub fn new(config: ObjectsConfig, documents: Arc<DocCache>) -> Self {
+        Self { config, stores: Mutex::new(HashMap::new()), documents, etags: EtagIndex::new() }
     }
 
     /// Checks that `url` may be used for `access`.
@@ -139,29 +147,28 @@ impl Objects {
     }
 
     /// Reads `url` whole (at most `max_bytes`), reserving its size in `budget` before its
-    /// bytes are read; with `cached`, answers from the ETag cache when the object is unchanged
-    /// (one conditional request) and keeps what it read there.
+    /// bytes are read. An object unchanged since the pod read it (one conditional request) is
+    /// the document it still holds; a new one is kept for the next read.
     pub async fn fetch(
         &self,
         url: &ObjectUrl,
         max_bytes: u64,
         budget: &Arc<ByteBudget>,
-        cached: bool,
     ) -> Result<Fetched, ObjectError> {
         self.check(url, Access::Read)?;
         let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
         let path = StorePath::from(url.key.as_str());
-        let mut options = GetOptions::default();
-        let held = if cached { self.cache.get(url) } else { None };
-        if let Some(held) = &held {
-            options.if_none_match = held.etag.clone();
-        }
-        let result = match store.get_opts(&path, options).await {
-            Err(object_store::Error::NotModified { .. }) if held.is_some() => {
-                self.cache.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return held.ok_or_else(|| ObjectError::NotFound { url: url.to_string() });
+        let held = self.held(url);
+        let options = GetOptions {
+            if_none_match: held.as_ref().and_then(|fetched| fetched.etag.clone()),
+            ..GetOptions::default()
+        };
+        let result = match (store.get_opts(&path, options).await, held) {
+            (Err(object_store::Error::NotModified { .. }), Some(held)) => {
+                self.etags.hit();
+                return Ok(held);
             }
-            other => other.map_err(|e| ObjectError::store(url, e))?,
+            (other, _) => other.map_err(|e| ObjectError::store(url, e))?,
         };
         let size = result.meta.size;
         if size > max_bytes {
@@ -176,11 +183,27 @@ impl Objects {
         );
         let etag = result.meta.e_tag.clone();
         let bytes = result.bytes().await.map_err(|e| ObjectError::store(url, e))?;
-        let fetched = Fetched { bytes, etag, reservation };
-        if cached {
-            self.cache.put(url, &fetched);
-        }
-        Ok(fetched)
+        let hash = DocHash::of_shared(&bytes)
+            .await
+            .map_err(|e| ObjectError::Hash { url: url.to_string(), detail: e.to_string() })?;
+        let document = HeldDocument { bytes, hash, reservation };
+        let Some(etag) = etag else {
+            // Nothing to check a kept copy by.
+            return Ok(Fetched { document, etag: None });
+        };
+        let document = self.documents.insert(document, None);
+        self.etags.put(url, Seen { etag: etag.clone(), hash });
+        Ok(Fetched { document, etag: Some(etag) })
+    }
+
+    /// The document `url` was when last read, if the cache still holds it.
+    fn held(&self, url: &ObjectUrl) -> Option<Fetched> {
+        let seen = self.etags.get(url)?;
+        let Some(document) = self.documents.get(&[Digest::Blake3(seen.hash)]) else {
+            self.etags.forget(url);
+            return None;
+        };
+        Some(Fetched { document, etag: Some(seen.etag) })
     }
 
     /// Writes `bytes` to `url` whole (a put replaces what was there: written again, an output
@@ -247,9 +270,9 @@ impl Objects {
         }
     }
 
-    /// The cache's size and hits, for `/readyz`.
-    pub fn cache_status(&self) -> CacheStatus {
-        self.cache.status()
+    /// The ETag index's size and hits, for `/readyz`.
+    pub fn cache_status(&self) -> EtagStatus {
+        self.etags.status()
     }
 
     /// The configuration, for the log line at start.
