@@ -14,6 +14,11 @@ use std::collections::BTreeMap;
 
 pub mod bounds;
 mod defaults;
+mod jobs;
+
+pub use jobs::{
+    JobsSpec, NatsCredentialsRef, NatsSpec, ObjectStoreSpec, S3CredentialsRef, StreamSpec,
+};
 
 /// A pool of render pods (PDF page images, text, watermarks) with its Gotenberg pool for Office
 /// to PDF, sized from the resources given here.
@@ -222,6 +227,11 @@ pub struct RenderPoolSpec {
     /// old pod stops (finishing its work) before its replacement starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
+
+    /// Durable jobs (POST /v1/jobs) through a NATS JetStream stream, with documents and results
+    /// in an S3-compatible object store. Omit to run without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobsSpec>,
 }
 
 /// The rolling replacement of the render and Gotenberg pods.
@@ -359,10 +369,11 @@ pub enum PullPolicy {
 impl RenderPoolSpec {
     /// Every whole-number field with its bound, by its path: validation checks them again, for
     /// a RenderPool stored under an older CRD. A new bounded field is added here.
-    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 13] {
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 15] {
         let g = &self.gotenberg;
         let optional = |v: Option<i32>| v.map(i64::from);
         let rollout = self.rollout;
+        let stream = self.jobs.as_ref().map(|j| j.stream);
         [
             ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
             ("spec.slots", optional(self.slots), bounds::SLOTS),
@@ -384,6 +395,16 @@ impl RenderPoolSpec {
                 "spec.rollout.maxUnavailable",
                 optional(rollout.map(|r| r.max_unavailable)),
                 bounds::ROLLOUT_PODS,
+            ),
+            (
+                "spec.jobs.stream.maxMessages",
+                stream.map(|s| s.max_messages),
+                bounds::STREAM_MAX_MESSAGES,
+            ),
+            (
+                "spec.jobs.stream.maxAgeSeconds",
+                stream.map(|s| s.max_age_seconds),
+                bounds::STREAM_MAX_AGE_SECONDS,
             ),
         ]
     }
