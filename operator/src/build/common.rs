@@ -244,13 +244,18 @@ pub fn secret_files(
         optional: Some(false),
         ..SecretVolumeSource::default()
     };
-    let mount = VolumeMount {
+    let volume_spec = Volume { name: volume.into(), secret: Some(source), ..Volume::default() };
+    (volume_spec, read_only_mount(volume, folder))
+}
+
+/// The volume `volume` mounted whole and read-only at `folder`.
+pub fn read_only_mount(volume: &str, folder: &str) -> VolumeMount {
+    VolumeMount {
         name: volume.into(),
         mount_path: folder.into(),
         read_only: Some(true),
         ..VolumeMount::default()
-    };
-    (Volume { name: volume.into(), secret: Some(source), ..Volume::default() }, mount)
+    }
 }
 
 /// Where a writable /tmp under a read-only root lives.
