@@ -70,6 +70,12 @@ pub use jobs::{
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
+        name = "Backlog",
+        type_ = "integer",
+        json_path = ".status.jobs.pending",
+        description = "Jobs in the pool's stream, queued or running (with spec.jobs)"
+    ),
+    printcolumn(
         name = "Last Error",
         type_ = "string",
         json_path = ".status.lastError.reason",
@@ -570,11 +576,26 @@ pub struct RenderPoolStatus {
     /// cannot progress (Unschedulable, CannotStart, RolloutStuck); absent once that is over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// With spec.jobs, the pool's job backlog as a ready render pod last read it from the
+    /// stream; absent while no render pod can tell it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobsStatus>,
     /// Ready, Progressing, Degraded and Restricted (whether only spec.clients may call the
     /// render pods), with reasons and messages.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The durable jobs of the pool.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsStatus {
+    /// Jobs in the pool's NATS stream: queued, or taken by a render pod and not yet ended. Read
+    /// by the render pods every 10 s and copied here every 30 s. The operator asks the render
+    /// pods' /readyz for it: with spec.clients, list the operator's pods in spec.scrapers, or
+    /// the policy keeps it from asking and this stays absent.
+    pub pending: i64,
 }
 
 /// The render pods of one ReplicaSet of the render Deployment.
