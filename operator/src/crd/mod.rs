@@ -73,7 +73,8 @@ pub use jobs::{
         name = "Backlog",
         type_ = "integer",
         json_path = ".status.jobs.pending",
-        description = "Jobs in the pool's stream, queued or running (with spec.jobs)"
+        description = "Jobs in the pool's stream, queued or running (with spec.jobs)",
+        priority = 1
     ),
     printcolumn(
         name = "Last Error",
