@@ -35,6 +35,14 @@ pub mod defaults {
     pub const CONSUMER: &str = "render";
     /// The key-value bucket holding each job's state.
     pub const STATE_BUCKET: &str = "renderpool_jobs";
+    /// Most jobs the stream holds; past it a publish is refused.
+    pub const STREAM_MAX_MESSAGES: i64 = 1_000_000;
+    /// Seconds a queued job may wait before the stream drops it: a week.
+    pub const STREAM_MAX_AGE_SECS: u32 = 7 * 86_400;
+    /// Replicas of the streams and the state bucket: a single NATS server's.
+    pub const STREAM_REPLICAS: u8 = 1;
+    /// The region S3 requests are signed for when none is given.
+    pub const S3_REGION: &str = "us-east-1";
 }
 
 /// The subjects under one prefix.

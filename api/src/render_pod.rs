@@ -29,6 +29,19 @@ pub const MEMORY_PER_SLOT: Mebibytes = Mebibytes(512);
 /// Converted PDFs the supervisor keeps (its memory, not a slot's).
 pub const OFFICE_CACHE: Mebibytes = Mebibytes(64);
 
+/// The pool's job backlog as a render pod last read it from the broker: the `jobs` of its
+/// `/readyz` body, which the operator copies into the RenderPool's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JobsBacklog {
+    /// Jobs in the pool's stream: queued, or taken by a pod and not yet ended.
+    pub pending: u64,
+    /// Milliseconds since the pod read the figure.
+    pub age_ms: u64,
+}
+
+/// The key of [`JobsBacklog`] in the `/readyz` body (absent without jobs or before a reading).
+pub const READYZ_JOBS: &str = "jobs";
+
 /// The environment variable of each `render-pod serve` flag, named after the flag.
 pub mod env {
     pub const LISTEN: &str = "RENDERPOD_LISTEN";

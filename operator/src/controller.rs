@@ -37,6 +37,9 @@ use tracing::Instrument;
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by=renderpool-operator";
 /// A periodic re-check in case a watch event was missed; it writes nothing when nothing changed.
 const RESYNC: Duration = Duration::from_secs(15 * 60);
+/// How often a pool with spec.jobs is passed over anyway: its backlog in status changes without
+/// any object changing.
+const BACKLOG_REFRESH: Duration = Duration::from_secs(30);
 /// First wait before retrying a failing pool; it doubles with each failure in a row.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between retries of a failing pool.
@@ -367,6 +370,7 @@ async fn reconcile_and_retry(pool: &RenderPool, ctx: &Context) -> Action {
             }
             match outcome {
                 "conflict" => Action::requeue(CONFLICT_RECHECK),
+                _ if pool.spec.jobs.is_some() => Action::requeue(BACKLOG_REFRESH),
                 _ => Action::requeue(RESYNC),
             }
         }
@@ -442,6 +446,10 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     };
     let (render, gotenberg) = (owned(Component::Render), owned(Component::Gotenberg));
     let (replica_sets, pods) = ctx.running.of(&namespace, &name);
+    let jobs = match (&pool.spec.jobs, &plan) {
+        (Some(_), Ok(_)) => crate::backlog::read(&name, &pods).await,
+        _ => None,
+    };
 
     // What this operator wrote last is newer than the cache whenever the two differ.
     let previous = ctx.written.lock().ok().and_then(|w| w.get(&uid).cloned());
@@ -458,6 +466,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         conflicts: &conflicts,
         previous,
         last_error,
+        jobs,
         now: Time(
             Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH),
         ),

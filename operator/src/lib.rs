@@ -5,6 +5,7 @@
 //! status write talk to the API server.
 
 pub mod apply;
+pub mod backlog;
 pub mod build;
 pub mod controller;
 pub mod converge;

@@ -8,7 +8,7 @@
 mod pods;
 
 use crate::build::{Component, child_name, selector_string};
-use crate::crd::{LastError, RenderPoolStatus, ReplicaSetStatus, RolloutSpec};
+use crate::crd::{JobsStatus, LastError, RenderPoolStatus, ReplicaSetStatus, RolloutSpec};
 use crate::validate::{PoolPlan, SpecError};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -58,6 +58,8 @@ pub struct Observed<'a> {
     pub previous: Option<&'a RenderPoolStatus>,
     /// Why this pass failed, if it did (a refused spec or a refused write).
     pub last_error: Option<LastError>,
+    /// The job backlog a render pod told this pass (with spec.jobs).
+    pub jobs: Option<JobsStatus>,
     /// Transition time for conditions that change now (whole seconds).
     pub now: Time,
 }
@@ -129,6 +131,7 @@ pub fn compute(o: &Observed<'_>) -> RenderPoolStatus {
         gotenberg_replicas: plan.map(|p| p.gotenberg.map_or(0, |g| g.replicas)),
         gotenberg_ready_replicas: plan.map(|_| gotenberg.map_or(0, |g| g.ready)),
         last_error: o.last_error.clone().or(rollout_error),
+        jobs: o.jobs,
         conditions: [
             Some(condition(o, READY, ready)),
             Some(condition(o, PROGRESSING, progressing)),

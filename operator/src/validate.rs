@@ -8,6 +8,8 @@
 //! So is the render pods' termination grace period against node autoscalers' drain limit, which
 //! the CRD also refuses.
 
+mod jobs;
+
 use crate::crd::bounds::{self, Bound};
 use crate::crd::{AutoscalingSpec, RenderPoolSpec, RolloutSpec};
 use renderpool_api::render_pod::OFFICE_CACHE;
@@ -102,6 +104,15 @@ pub enum SpecError {
          set maxSurge 1 (needs room for one more pod) or maxUnavailable 1 (one pod less meanwhile)"
     )]
     RolloutStandsStill,
+    /// spec.jobs that the render pods would refuse at start (the CRD's rules normally refuse
+    /// these first).
+    #[error("{field} {problem}")]
+    Jobs {
+        /// Spec field path.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -120,6 +131,7 @@ impl SpecError {
             Self::RolloutStandsStill => "RolloutStandsStill",
             Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
             Self::Access { .. } => "InvalidClients",
+            Self::Jobs { .. } => "InvalidJobs",
             Self::Rejected(_) => "ChildRejected",
         }
     }
@@ -177,6 +189,9 @@ impl PoolPlan {
 pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
     check_bounds(spec.bounded_numbers())?;
     check_access(spec)?;
+    if let Some(jobs) = &spec.jobs {
+        jobs::check(jobs)?;
+    }
     if let Some(autoscaling) = &spec.autoscaling {
         check_autoscaling(autoscaling, spec.queue_depth)?;
     }

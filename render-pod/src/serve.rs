@@ -6,7 +6,7 @@ use std::time::Duration;
 use renderpool_runtime::listen;
 use renderpool_sizing::{SizingError, SlotPolicy, plan_slots};
 
-use crate::broker::{Broker, BrokerError};
+use crate::broker::{Backlog, Broker, BrokerError, backlog};
 use crate::byte_budget::ByteBudget;
 use crate::config::jobs::JobsConfigError;
 use crate::config::{ServeArgs, UploadBudgetError, WorkerArgs};
@@ -199,7 +199,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         Some(broker) => {
             let broker = Broker::connect(broker).await?;
             tracing::info!(nats = %broker.config.url, stream = %broker.config.stream, "job broker");
-            Some(JobsFront { broker, upload: args.jobs.upload_url()? })
+            let backlog = Arc::new(Backlog::default());
+            tokio::spawn(backlog::watch(backlog.clone(), broker.clone()));
+            Some(JobsFront { broker, upload: args.jobs.upload_url()?, backlog })
         }
         None => None,
     };

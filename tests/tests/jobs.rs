@@ -690,6 +690,36 @@ async fn webhooks_to_private_addresses_are_refused_unless_the_pool_allows_them()
     drop(pod);
 }
 
+/// The pool's backlog as `pod`'s `/readyz` shows it, once it equals `want`.
+async fn backlog_becomes(pod: &RenderPod, want: u64) -> serde_json::Value {
+    // The pod reads the stream every 10 s.
+    wait::until("the backlog in /readyz", Duration::from_secs(40), || async {
+        let jobs = pod.readyz().await["jobs"].clone();
+        if jobs["pending"] == want { Ok(jobs) } else { Err(jobs) }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readyz_shows_the_pools_backlog_from_the_stream() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    // A pod that only accepts jobs: whatever is published stays in the stream.
+    let front = world.pod(&["--jobs-pull", "false"]).await;
+    let jobs = backlog_becomes(&front, 0).await;
+    assert!(jobs["age_ms"].as_u64().unwrap() < 15_000, "{jobs}");
+    for key in ["backlog-1", "backlog-2", "backlog-3"] {
+        let op = serde_json::json!([{"op": "info"}]);
+        world.publish(&message(key, "s3://uploads/small.pdf", op, "s3://results/backlog")).await;
+    }
+    backlog_becomes(&front, 3).await;
+    // A pod that pulls works them off; the stream, and so the backlog, empties.
+    let worker = world.pod(&["--slots", "1"]).await;
+    backlog_becomes(&front, 0).await;
+    drop(worker);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_broker_that_wants_a_token_gets_it_from_a_file() {
     let _serial = SERIAL.lock().await;

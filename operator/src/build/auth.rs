@@ -1,45 +1,23 @@
 //! The `spec.auth` token in the render pods: its Secret key mounted read-only as a file, and the
 //! variable that tells the pod where it is (the pod checks `/v1/*` requests against it).
 
-use super::common::env;
+use super::common::{env, secret_files};
 use crate::crd::AuthSpec;
-use k8s_openapi::api::core::v1::{EnvVar, KeyToPath, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
 use renderpool_api::render_pod::env as var;
 
-/// Folder the token's Secret is mounted at in render pods (the whole folder, not a subPath, so
-/// the kubelet's updates of a rotated Secret reach the pod).
+/// Folder the token's Secret is mounted at in render pods.
 const AUTH_MOUNT: &str = "/etc/renderpool/auth";
 /// File name of the token in [`AUTH_MOUNT`].
 const TOKEN_FILE: &str = "token";
 /// Name of the volume in the render pod template.
 const VOLUME: &str = "auth-token";
-/// Owner and group may read; the pod's fsGroup is the render pod's group.
-const TOKEN_MODE: i32 = 0o440;
 
 /// The token's volume, its read-only mount and the variable naming the file, for `spec.auth`.
 pub(super) fn token(auth: &AuthSpec) -> (Volume, VolumeMount, EnvVar) {
     let secret = &auth.token_secret_ref;
-    let volume = Volume {
-        name: VOLUME.into(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret.name.clone()),
-            items: Some(vec![KeyToPath {
-                key: secret.key.clone(),
-                path: TOKEN_FILE.into(),
-                ..KeyToPath::default()
-            }]),
-            default_mode: Some(TOKEN_MODE),
-            optional: Some(false),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    };
-    let mount = VolumeMount {
-        name: VOLUME.into(),
-        mount_path: AUTH_MOUNT.into(),
-        read_only: Some(true),
-        ..VolumeMount::default()
-    };
+    let (volume, mount) =
+        secret_files(VOLUME, &secret.name, &[(&secret.key, TOKEN_FILE)], AUTH_MOUNT);
     (volume, mount, env(var::AUTH_TOKEN_FILE, format!("{AUTH_MOUNT}/{TOKEN_FILE}")))
 }
 

@@ -3,10 +3,10 @@
 use crate::crd::{RenderPoolSpec, RolloutSpec};
 use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle,
+    Capabilities, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath, Lifecycle,
     LifecycleHandler, PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, TopologySpreadConstraint,
-    Volume, VolumeMount,
+    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, SleepAction,
+    TopologySpreadConstraint, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -214,6 +214,48 @@ pub fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
 /// A plain environment variable.
 pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), ..EnvVar::default() }
+}
+
+/// Owner and group may read a mounted Secret's files; the pod's fsGroup is its user's group.
+const SECRET_MODE: i32 = 0o440;
+
+/// Keys of the Secret `secret` as files in the read-only folder `folder` (each `(key, file
+/// name)`), through the volume `volume`. The whole folder is mounted, not a subPath, so the
+/// kubelet's updates of a changed Secret reach the pod; a missing Secret or key keeps the pod in
+/// ContainerCreating rather than starting it without.
+pub fn secret_files(
+    volume: &str,
+    secret: &str,
+    items: &[(&str, &str)],
+    folder: &str,
+) -> (Volume, VolumeMount) {
+    let items = items
+        .iter()
+        .map(|(key, path)| KeyToPath {
+            key: (*key).into(),
+            path: (*path).into(),
+            ..KeyToPath::default()
+        })
+        .collect();
+    let source = SecretVolumeSource {
+        secret_name: Some(secret.into()),
+        items: Some(items),
+        default_mode: Some(SECRET_MODE),
+        optional: Some(false),
+        ..SecretVolumeSource::default()
+    };
+    let volume_spec = Volume { name: volume.into(), secret: Some(source), ..Volume::default() };
+    (volume_spec, read_only_mount(volume, folder))
+}
+
+/// The volume `volume` mounted whole and read-only at `folder`.
+pub fn read_only_mount(volume: &str, folder: &str) -> VolumeMount {
+    VolumeMount {
+        name: volume.into(),
+        mount_path: folder.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
 }
 
 /// Where a writable /tmp under a read-only root lives.

@@ -5,6 +5,7 @@ mod autoscaler;
 mod clients;
 mod common;
 mod gotenberg;
+mod jobs;
 mod office;
 mod render;
 

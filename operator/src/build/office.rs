@@ -4,7 +4,7 @@
 //! into the render pods (the kubelet refreshes the file, the pod re-reads it) and never in the
 //! pod template: scaling either pool changes the ConfigMap, not the pods.
 
-use super::common::{Component, Meta, office_share_name};
+use super::common::{Component, Meta, office_share_name, read_only_mount};
 use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, Volume, VolumeMount};
 use std::collections::BTreeMap;
 
@@ -39,11 +39,5 @@ pub(super) fn share_volume(pool: &str) -> (Volume, VolumeMount) {
         }),
         ..Volume::default()
     };
-    let mount = VolumeMount {
-        name: VOLUME.into(),
-        mount_path: OFFICE_MOUNT.into(),
-        read_only: Some(true),
-        ..VolumeMount::default()
-    };
-    (volume, mount)
+    (volume, read_only_mount(VOLUME, OFFICE_MOUNT))
 }

@@ -6,7 +6,7 @@ use super::common::{
     place, pod_annotations, pod_security, pre_stop, selector_labels, strategy, tmp_volume,
 };
 use super::gotenberg::GOTENBERG_PORT;
-use super::{auth, office};
+use super::{auth, jobs, office};
 use crate::crd::RenderPoolSpec;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -74,6 +74,12 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
         volumes.push(token);
         mounts.push(token_mount);
         vars.push(token_var);
+    }
+    if let Some(spec_jobs) = &spec.jobs {
+        let parts = jobs::parts(spec_jobs);
+        vars.extend(parts.vars);
+        volumes.extend(parts.volumes);
+        mounts.extend(parts.mounts);
     }
     let container = Container {
         name: RENDER_CONTAINER.into(),

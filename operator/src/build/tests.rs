@@ -18,11 +18,11 @@ pub(super) fn children(spec: &str) -> Children {
     build(&pool, &plan).unwrap()
 }
 
-fn container(d: &Deployment) -> &Container {
+pub(super) fn container(d: &Deployment) -> &Container {
     &d.spec.template.spec.as_ref().unwrap().containers[0]
 }
 
-fn env_map(c: &Container) -> BTreeMap<String, String> {
+pub(super) fn env_map(c: &Container) -> BTreeMap<String, String> {
     c.env
         .as_ref()
         .unwrap()
@@ -41,7 +41,7 @@ struct Serve {
 /// `vars` read the way the render pod reads its environment: each variable through the `serve`
 /// argument whose `env` it is, by clap's own table of arguments. clap ignores variables it does
 /// not know, so a name that is no argument's is an error here.
-fn parse_as_the_pod(vars: &BTreeMap<String, String>) -> Result<ServeArgs, String> {
+pub(super) fn parse_as_the_pod(vars: &BTreeMap<String, String>) -> Result<ServeArgs, String> {
     let command = Serve::command();
     let flag_of: BTreeMap<String, String> = command
         .get_arguments()

@@ -49,6 +49,11 @@ pub const TARGET_QUEUE_DEPTH: Bound = Bound { min: 1, max: QUEUE_DEPTH.max };
 /// The scale-down stabilisation window in seconds (the HPA's own ceiling is an hour).
 pub const SCALE_DOWN_STABILIZATION_SECONDS: Bound = Bound { min: 0, max: 3600 };
 
+/// Jobs the stream holds (the render pod refuses fewer than one).
+pub const STREAM_MAX_MESSAGES: Bound = Bound { min: 1, max: 1_000_000_000_000 };
+/// Seconds a queued job may wait: at least the render pod's minute, at most a year.
+pub const STREAM_MAX_AGE_SECONDS: Bound = Bound { min: 60, max: 366 * 86_400 };
+
 /// Pods a rollout may add above, or take away from, the replica count.
 pub const ROLLOUT_PODS: Bound = Bound { min: 0, max: REPLICAS.max };
 

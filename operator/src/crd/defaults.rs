@@ -1,6 +1,7 @@
 //! Default values, shared by serde (missing fields) and the schema (`kubectl explain`). Those
 //! the render pod has too come from its own defaults (renderpool-api), so the two agree.
 
+use renderpool_api::jobs::defaults as jobs;
 use renderpool_api::{gotenberg, render_pod as pod};
 
 pub fn replicas() -> i32 {
@@ -67,4 +68,23 @@ pub fn target_busy_percent() -> i32 {
 }
 pub fn scale_down_stabilization_seconds() -> i32 {
     300
+}
+pub fn stream_max_messages() -> i64 {
+    jobs::STREAM_MAX_MESSAGES
+}
+pub fn stream_max_age_seconds() -> i64 {
+    i64::from(jobs::STREAM_MAX_AGE_SECS)
+}
+pub fn stream_replicas() -> i32 {
+    i32::from(jobs::STREAM_REPLICAS)
+}
+pub fn s3_region() -> String {
+    jobs::S3_REGION.into()
+}
+/// The key names MinIO's and most charts' S3 Secrets use.
+pub fn access_key_id_key() -> String {
+    "access-key-id".into()
+}
+pub fn secret_access_key_key() -> String {
+    "secret-access-key".into()
 }

@@ -14,6 +14,11 @@ use std::collections::BTreeMap;
 
 pub mod bounds;
 mod defaults;
+mod jobs;
+
+pub use jobs::{
+    JobsSpec, NatsCredentialsRef, NatsSpec, ObjectStoreSpec, S3CredentialsRef, StreamSpec,
+};
 
 /// A pool of render pods (PDF page images, text, watermarks) with its Gotenberg pool for Office
 /// to PDF, sized from the resources given here.
@@ -63,6 +68,13 @@ mod defaults;
         name = "Status",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Backlog",
+        type_ = "integer",
+        json_path = ".status.jobs.pending",
+        description = "Jobs in the pool's stream, queued or running (with spec.jobs)",
+        priority = 1
     ),
     printcolumn(
         name = "Last Error",
@@ -222,6 +234,11 @@ pub struct RenderPoolSpec {
     /// old pod stops (finishing its work) before its replacement starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
+
+    /// Durable jobs (POST /v1/jobs) through a NATS JetStream stream, with documents and results
+    /// in an S3-compatible object store. Omit to run without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobsSpec>,
 }
 
 /// The rolling replacement of the render and Gotenberg pods.
@@ -359,10 +376,11 @@ pub enum PullPolicy {
 impl RenderPoolSpec {
     /// Every whole-number field with its bound, by its path: validation checks them again, for
     /// a RenderPool stored under an older CRD. A new bounded field is added here.
-    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 13] {
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 15] {
         let g = &self.gotenberg;
         let optional = |v: Option<i32>| v.map(i64::from);
         let rollout = self.rollout;
+        let stream = self.jobs.as_ref().map(|j| j.stream);
         [
             ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
             ("spec.slots", optional(self.slots), bounds::SLOTS),
@@ -384,6 +402,16 @@ impl RenderPoolSpec {
                 "spec.rollout.maxUnavailable",
                 optional(rollout.map(|r| r.max_unavailable)),
                 bounds::ROLLOUT_PODS,
+            ),
+            (
+                "spec.jobs.stream.maxMessages",
+                stream.map(|s| s.max_messages),
+                bounds::STREAM_MAX_MESSAGES,
+            ),
+            (
+                "spec.jobs.stream.maxAgeSeconds",
+                stream.map(|s| s.max_age_seconds),
+                bounds::STREAM_MAX_AGE_SECONDS,
             ),
         ]
     }
@@ -549,11 +577,26 @@ pub struct RenderPoolStatus {
     /// cannot progress (Unschedulable, CannotStart, RolloutStuck); absent once that is over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// With spec.jobs, the pool's job backlog as a ready render pod last read it from the
+    /// stream; absent while no render pod can tell it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<JobsStatus>,
     /// Ready, Progressing, Degraded and Restricted (whether only spec.clients may call the
     /// render pods), with reasons and messages.
     #[serde(default)]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The durable jobs of the pool.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsStatus {
+    /// Jobs in the pool's NATS stream: queued, or taken by a render pod and not yet ended. Read
+    /// by the render pods every 10 s and copied here every 30 s. The operator asks the render
+    /// pods' /readyz for it: with spec.clients, list the operator's pods in spec.scrapers, or
+    /// the policy keeps it from asking and this stays absent.
+    pub pending: i64,
 }
 
 /// The render pods of one ReplicaSet of the render Deployment.

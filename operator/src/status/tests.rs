@@ -56,6 +56,7 @@ fn seen(plan: &Result<PoolPlan, SpecError>) -> Observed<'_> {
         pods: &[],
         previous: None,
         last_error: None,
+        jobs: None,
         now: at(1),
     }
 }
@@ -558,4 +559,15 @@ fn a_rollout_past_its_deadline_is_the_last_error() {
         "{}",
         last.message
     );
+}
+
+#[test]
+fn the_backlog_a_pod_told_is_the_status_and_none_leaves_it_out() {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 1")).unwrap());
+    let told = compute(&Observed { jobs: Some(JobsStatus { pending: 7 }), ..seen(&plan) });
+    assert_eq!(told.jobs, Some(JobsStatus { pending: 7 }));
+    let value = serde_json::to_value(&told).unwrap();
+    assert_eq!(value["jobs"], serde_json::json!({"pending": 7}));
+    let untold = serde_json::to_value(compute(&seen(&plan))).unwrap();
+    assert_eq!(untold.get("jobs"), None, "absent, not zero, while no pod told it");
 }

@@ -4,6 +4,7 @@
 //! announced on. The pod holds no durable state of its own: all of it is here or in the object
 //! store.
 
+pub mod backlog;
 mod setup;
 pub mod states;
 
@@ -15,6 +16,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
 use renderpool_api::jobs::{JobId, Subjects};
 
+pub use backlog::Backlog;
 pub use states::{JobStates, StateError};
 
 /// The header that makes the stream drop a duplicate publish (JetStream's deduplication).
@@ -133,6 +135,18 @@ impl Broker {
         setup::streams(&jetstream, &config).await?;
         let states = JobStates::open(&jetstream, &config).await?;
         Ok(Self { client, jetstream, states, config })
+    }
+
+    /// Jobs in the work-queue stream: queued, or taken by a pod and not yet ended (the stream
+    /// drops each job once it ends). Read from the stream, so a pod that only accepts jobs and
+    /// a pool whose consumer does not exist yet see it too.
+    pub async fn pending(&self) -> Result<u64, BrokerError> {
+        let stream = self
+            .jetstream
+            .get_stream(&self.config.stream)
+            .await
+            .map_err(|e| BrokerError::request("reading the job stream", e))?;
+        Ok(stream.cached_info().state.messages)
     }
 
     /// The pool's durable pull consumer (made, or brought to this pod's settings).

@@ -43,15 +43,15 @@ pub struct JobsArgs {
     #[arg(long, env = env::JOBS_STATE_BUCKET, default_value = defaults::STATE_BUCKET)]
     pub jobs_state_bucket: String,
     /// Most jobs the stream holds; past it a publish is refused (the backlog is never dropped).
-    #[arg(long, env = env::JOBS_STREAM_MAX_MESSAGES, default_value_t = 1_000_000,
+    #[arg(long, env = env::JOBS_STREAM_MAX_MESSAGES, default_value_t = defaults::STREAM_MAX_MESSAGES,
           value_parser = clap::value_parser!(i64).range(1..))]
     pub jobs_stream_max_messages: i64,
     /// Seconds a queued job may wait before the stream drops it.
-    #[arg(long, env = env::JOBS_STREAM_MAX_AGE_SECS, default_value_t = 7 * 86_400,
+    #[arg(long, env = env::JOBS_STREAM_MAX_AGE_SECS, default_value_t = u64::from(defaults::STREAM_MAX_AGE_SECS),
           value_parser = clap::value_parser!(u64).range(60..))]
     pub jobs_stream_max_age_secs: u64,
     /// Replicas of the streams and the state bucket (a NATS cluster's; 1, 3 or 5).
-    #[arg(long, env = env::JOBS_STREAM_REPLICAS, default_value_t = 1,
+    #[arg(long, env = env::JOBS_STREAM_REPLICAS, default_value_t = u64::from(defaults::STREAM_REPLICAS),
           value_parser = clap::value_parser!(u64).range(1..=5))]
     pub jobs_stream_replicas: u64,
     /// Seconds a job's state is kept after its last change.
@@ -97,7 +97,7 @@ pub struct JobsArgs {
     #[arg(long, env = env::OBJECTS_S3_ENDPOINT)]
     pub objects_s3_endpoint: Option<String>,
     /// The region S3 requests are signed for.
-    #[arg(long, env = env::OBJECTS_S3_REGION, default_value = "us-east-1")]
+    #[arg(long, env = env::OBJECTS_S3_REGION, default_value = defaults::S3_REGION)]
     pub objects_s3_region: String,
     /// File holding the S3 access key id.
     #[arg(long, env = env::OBJECTS_S3_ACCESS_KEY_ID_FILE)]

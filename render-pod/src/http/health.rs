@@ -7,6 +7,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use renderpool_api::render_pod::READYZ_JOBS;
+
 use super::AppState;
 use super::error::ApiError;
 
@@ -23,7 +25,7 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
     let engine = app.engine.status();
     let draining = app.lifecycle.is_draining();
     let ready = !draining && (engine.alive > 0 || engine.replacing > 0);
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "ready": ready,
         "draining": draining,
         "plan": app.plan,
@@ -34,6 +36,10 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> Response {
         "object_cache": app.objects.as_ref().map(|objects| objects.cache_status()),
         "documents": app.documents.status(),
     });
+    // The pool's job backlog, for the operator's status (absent without jobs or a reading).
+    if let Some(backlog) = app.jobs.as_ref().and_then(|jobs| jobs.backlog.status()) {
+        body[READYZ_JOBS] = serde_json::json!(backlog);
+    }
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
 }

@@ -22,7 +22,7 @@ use super::error::ApiError;
 use super::input;
 use super::params::{self, Query};
 use crate::broker::states::{Change, now_ms};
-use crate::broker::{Broker, JobStates};
+use crate::broker::{Backlog, Broker, JobStates};
 use crate::objects::{Access, Objects};
 
 /// The header carrying the job message when the body is the document.
@@ -39,6 +39,8 @@ pub struct JobsFront {
     pub broker: Broker,
     /// `s3://bucket/prefix` for documents `POST /v1/jobs` receives as its body.
     pub upload: Option<ObjectUrl>,
+    /// The pool's backlog as last read, for `/readyz`.
+    pub backlog: Arc<Backlog>,
 }
 
 /// 503 `jobs_not_configured`.

@@ -7,6 +7,7 @@ mod operator_access;
 mod operator_autoscaling;
 mod operator_conflict;
 mod operator_drift;
+mod operator_jobs;
 mod operator_lifecycle;
 mod operator_limits;
 mod operator_office;

@@ -1,0 +1,274 @@
+//! `spec.jobs` in the render pods: the settings as variables, each Secret as a read-only volume
+//! at a fixed folder with the `*_FILE` variable naming the file in it. No Secret value is ever in
+//! the pod spec; the pod reads the files at start.
+
+use super::common::{env, secret_files};
+use crate::crd::JobsSpec;
+use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
+use renderpool_api::render_pod::env as var;
+
+/// Folder of the NATS login, and the file names in it.
+const NATS_MOUNT: &str = "/etc/renderpool/nats";
+const NATS_CREDS: &str = "creds";
+const NATS_TOKEN: &str = "token";
+/// Folder of the S3 credentials, and the file names in it.
+const S3_MOUNT: &str = "/etc/renderpool/s3";
+const S3_ACCESS_KEY_ID: &str = "access-key-id";
+const S3_SECRET_ACCESS_KEY: &str = "secret-access-key";
+/// Folder of the webhook signing secret, and its file name.
+const WEBHOOK_MOUNT: &str = "/etc/renderpool/webhook";
+const WEBHOOK_SECRET: &str = "secret";
+
+/// What `spec.jobs` adds to the render container: variables, volumes and their mounts.
+#[derive(Debug, Default)]
+pub(super) struct JobsParts {
+    pub vars: Vec<EnvVar>,
+    pub volumes: Vec<Volume>,
+    pub mounts: Vec<VolumeMount>,
+}
+
+impl JobsParts {
+    fn secret(&mut self, volume: &str, secret: &str, items: &[(&str, &str)], folder: &str) {
+        let (v, m) = secret_files(volume, secret, items, folder);
+        self.volumes.push(v);
+        self.mounts.push(m);
+    }
+}
+
+/// The render container's part of `spec.jobs`.
+pub(super) fn parts(jobs: &JobsSpec) -> JobsParts {
+    let mut p = JobsParts::default();
+    p.vars.push(env(var::JOBS_NATS_URL, jobs.nats.url.clone()));
+    if let Some(login) = &jobs.nats.credentials_secret_ref {
+        // Validation lets exactly one of the two keys through.
+        let creds =
+            login.creds_key.as_ref().map(|key| (key, NATS_CREDS, var::JOBS_NATS_CREDS_FILE));
+        let token =
+            login.token_key.as_ref().map(|key| (key, NATS_TOKEN, var::JOBS_NATS_TOKEN_FILE));
+        if let Some((key, file, file_var)) = creds.or(token) {
+            p.secret("jobs-nats", &login.name, &[(key, file)], NATS_MOUNT);
+            p.vars.push(env(file_var, format!("{NATS_MOUNT}/{file}")));
+        }
+    }
+    let stream = &jobs.stream;
+    p.vars.push(env(var::JOBS_STREAM_MAX_MESSAGES, stream.max_messages.to_string()));
+    p.vars.push(env(var::JOBS_STREAM_MAX_AGE_SECS, stream.max_age_seconds.to_string()));
+    p.vars.push(env(var::JOBS_STREAM_REPLICAS, stream.replicas.to_string()));
+    let objects = &jobs.objects;
+    p.vars.push(env(var::OBJECTS_S3_ENDPOINT, objects.endpoint.clone()));
+    p.vars.push(env(var::OBJECTS_S3_REGION, objects.region.clone()));
+    let keys = &objects.credentials_secret_ref;
+    p.secret(
+        "jobs-s3",
+        &keys.name,
+        &[
+            (&keys.access_key_id_key, S3_ACCESS_KEY_ID),
+            (&keys.secret_access_key_key, S3_SECRET_ACCESS_KEY),
+        ],
+        S3_MOUNT,
+    );
+    p.vars.push(env(var::OBJECTS_S3_ACCESS_KEY_ID_FILE, format!("{S3_MOUNT}/{S3_ACCESS_KEY_ID}")));
+    p.vars.push(env(
+        var::OBJECTS_S3_SECRET_ACCESS_KEY_FILE,
+        format!("{S3_MOUNT}/{S3_SECRET_ACCESS_KEY}"),
+    ));
+    p.vars.push(env(var::OBJECTS_READ_BUCKETS, objects.read_buckets.join(",")));
+    p.vars.push(env(var::OBJECTS_WRITE_BUCKETS, objects.write_buckets.join(",")));
+    if let Some(upload) = &jobs.upload_url {
+        p.vars.push(env(var::JOBS_UPLOAD_URL, upload.clone()));
+    }
+    if let Some(secret) = &jobs.webhook_secret_ref {
+        p.secret("jobs-webhook", &secret.name, &[(&secret.key, WEBHOOK_SECRET)], WEBHOOK_MOUNT);
+        p.vars
+            .push(env(var::JOBS_WEBHOOK_SECRET_FILE, format!("{WEBHOOK_MOUNT}/{WEBHOOK_SECRET}")));
+    }
+    p.vars.push(env(var::JOBS_WEBHOOK_ALLOW_PRIVATE, jobs.webhook_allow_private.to_string()));
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use crate::build::tests::{children, container, env_map, parse_as_the_pod};
+    use k8s_openapi::api::core::v1::PodSpec;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    /// A pool with every part of spec.jobs, each Secret's key named unlike its file.
+    const FULL: &str = "jobs:
+  nats:
+    url: nats://nats.nats:4222
+    credentialsSecretRef: {name: nats-login, credsKey: user.creds}
+  stream: {maxMessages: 5000, maxAgeSeconds: 3600, replicas: 3}
+  objects:
+    endpoint: http://minio.storage:9000
+    region: eu-west-1
+    credentialsSecretRef: {name: s3-keys, accessKeyIdKey: id, secretAccessKeyKey: key}
+    readBuckets: [inputs, uploads]
+    writeBuckets: [outputs, uploads]
+  uploadUrl: s3://uploads/jobs
+  webhookSecretRef: {name: hooks, key: signing}
+  webhookAllowPrivate: true";
+
+    /// The least a pool needs for jobs: a server and a store.
+    const MINIMAL: &str = "jobs:
+  nats: {url: 'nats://nats:4222'}
+  objects:
+    endpoint: https://s3.example
+    credentialsSecretRef: {name: s3-keys}
+    readBuckets: [inputs]
+    writeBuckets: [outputs]";
+
+    fn pod(yaml: &str) -> PodSpec {
+        children(yaml).render.deployment.spec.template.spec.unwrap()
+    }
+
+    /// Each Secret volume as (volume, Secret, [(key, file)]), and each mount as (volume, folder).
+    type Secrets = BTreeMap<String, (String, Vec<(String, String)>)>;
+    fn secrets(pod: &PodSpec) -> (Secrets, BTreeMap<String, String>) {
+        let volumes = pod.volumes.clone().unwrap();
+        let secrets = volumes
+            .into_iter()
+            .filter_map(|v| {
+                let s = v.secret?;
+                assert_eq!((s.optional, s.default_mode), (Some(false), Some(0o440)), "{}", v.name);
+                let items = s.items.unwrap().into_iter().map(|i| (i.key, i.path)).collect();
+                Some((v.name, (s.secret_name.unwrap(), items)))
+            })
+            .collect();
+        let mounts = pod.containers[0]
+            .volume_mounts
+            .clone()
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.name.starts_with("jobs-"))
+            .map(|m| {
+                assert_eq!((m.read_only, &m.sub_path), (Some(true), &None), "{}", m.name);
+                (m.name, m.mount_path)
+            })
+            .collect();
+        (secrets, mounts)
+    }
+
+    #[test]
+    fn each_secret_is_a_read_only_folder_and_its_variable_names_the_file() {
+        let pod = pod(FULL);
+        let (secrets, mounts) = secrets(&pod);
+        let pair = |k: &str, f: &str| (k.to_string(), f.to_string());
+        assert_eq!(secrets["jobs-nats"], ("nats-login".into(), vec![pair("user.creds", "creds")]));
+        assert_eq!(
+            secrets["jobs-s3"],
+            ("s3-keys".into(), vec![pair("id", "access-key-id"), pair("key", "secret-access-key")])
+        );
+        assert_eq!(secrets["jobs-webhook"], ("hooks".into(), vec![pair("signing", "secret")]));
+        let env = env_map(&pod.containers[0]);
+        for (volume, file_var, file) in [
+            ("jobs-nats", "RENDERPOD_JOBS_NATS_CREDS_FILE", "creds"),
+            ("jobs-s3", "RENDERPOD_OBJECTS_S3_ACCESS_KEY_ID_FILE", "access-key-id"),
+            ("jobs-s3", "RENDERPOD_OBJECTS_S3_SECRET_ACCESS_KEY_FILE", "secret-access-key"),
+            ("jobs-webhook", "RENDERPOD_JOBS_WEBHOOK_SECRET_FILE", "secret"),
+        ] {
+            assert_eq!(env[file_var], format!("{}/{file}", mounts[volume]), "{file_var}");
+        }
+        assert!(!env.contains_key("RENDERPOD_JOBS_NATS_TOKEN_FILE"));
+    }
+
+    #[test]
+    fn no_variable_holds_a_secret_and_none_is_read_from_a_secret_by_reference() {
+        for yaml in [FULL, MINIMAL] {
+            let pod = pod(yaml);
+            for var in pod.containers[0].env.clone().unwrap() {
+                assert!(
+                    var.value_from.is_none(),
+                    "{}: secrets are files, never variables",
+                    var.name
+                );
+            }
+            // Only the key names and Secret names of the spec reach the pod spec, never data.
+            let text = serde_json::to_string(&pod).unwrap();
+            assert!(!text.contains("stringData") && !text.contains("\"data\""), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn the_pod_parses_the_jobs_settings_as_the_spec_gave_them() {
+        let args =
+            parse_as_the_pod(&env_map(container(&children(FULL).render.deployment))).unwrap();
+        let jobs = args.jobs;
+        let broker = jobs.broker().unwrap();
+        assert_eq!(broker.url, "nats://nats.nats:4222");
+        assert_eq!(broker.creds_file, Some(PathBuf::from("/etc/renderpool/nats/creds")));
+        assert_eq!(broker.token_file, None);
+        assert_eq!(
+            (broker.max_messages, broker.max_age.as_secs(), broker.replicas),
+            (5000, 3600, 3)
+        );
+        assert_eq!(jobs.objects_s3_endpoint.as_deref(), Some("http://minio.storage:9000"));
+        assert_eq!(jobs.objects_s3_region, "eu-west-1");
+        assert_eq!(jobs.objects_read_buckets, ["inputs", "uploads"]);
+        assert_eq!(jobs.objects_write_buckets, ["outputs", "uploads"]);
+        assert_eq!(jobs.upload_url().unwrap().unwrap().bucket, "uploads");
+        assert!(jobs.jobs_webhook_allow_private);
+    }
+
+    #[test]
+    fn a_minimal_spec_runs_the_stream_at_the_pods_own_defaults() {
+        let pool = parse_as_the_pod(&env_map(container(&children(MINIMAL).render.deployment)));
+        let pool = pool.unwrap().jobs;
+        let own = parse_as_the_pod(&BTreeMap::from([(
+            "RENDERPOD_JOBS_NATS_URL".to_string(),
+            "nats://nats:4222".to_string(),
+        )]))
+        .unwrap()
+        .jobs;
+        let (pool_broker, own_broker) = (pool.broker().unwrap(), own.broker().unwrap());
+        assert_eq!(pool_broker.max_messages, own_broker.max_messages);
+        assert_eq!(pool_broker.max_age, own_broker.max_age);
+        assert_eq!(pool_broker.replicas, own_broker.replicas);
+        assert_eq!(pool.objects_s3_region, own.objects_s3_region);
+        assert_eq!((pool_broker.creds_file, pool_broker.token_file), (None, None));
+        assert!(!pool.jobs_webhook_allow_private && pool.jobs_webhook_secret_file.is_none());
+        assert_eq!(pool.jobs_upload_url, None);
+    }
+
+    #[test]
+    fn a_nats_token_is_mounted_as_the_token_file() {
+        let yaml = MINIMAL.replace(
+            "url: 'nats://nats:4222'}",
+            "url: 'nats://nats:4222', credentialsSecretRef: {name: nats-token, tokenKey: t}}",
+        );
+        let pod = pod(&yaml);
+        let (secrets, _) = secrets(&pod);
+        assert_eq!(secrets["jobs-nats"].1, [("t".to_string(), "token".to_string())]);
+        let env = env_map(&pod.containers[0]);
+        assert_eq!(env["RENDERPOD_JOBS_NATS_TOKEN_FILE"], "/etc/renderpool/nats/token");
+        assert!(!env.contains_key("RENDERPOD_JOBS_NATS_CREDS_FILE"));
+    }
+
+    #[test]
+    fn without_jobs_the_deployment_is_the_one_jobs_add_to() {
+        for base in [
+            "replicas: 2",
+            "gotenberg: {enabled: false}\nauth:\n  tokenSecretRef: {name: t, key: k}",
+        ] {
+            let without = children(base).render.deployment;
+            let with = children(&format!("{base}\n{FULL}")).render.deployment;
+            // Take out exactly what jobs add: the rest is today's Deployment, unchanged.
+            let mut stripped = with.clone();
+            let pod = stripped.spec.template.spec.as_mut().unwrap();
+            pod.volumes.as_mut().unwrap().retain(|v| !v.name.starts_with("jobs-"));
+            let c = &mut pod.containers[0];
+            c.volume_mounts.as_mut().unwrap().retain(|m| !m.name.starts_with("jobs-"));
+            c.env.as_mut().unwrap().retain(|e| {
+                !(e.name.starts_with("RENDERPOD_JOBS_") || e.name.starts_with("RENDERPOD_OBJECTS_"))
+            });
+            assert_eq!(stripped, without, "{base}");
+            assert_ne!(with, without);
+            let env = env_map(container(&without));
+            assert!(
+                env.keys().all(|k| !k.contains("_JOBS_") && !k.contains("_OBJECTS_")),
+                "{base}"
+            );
+        }
+    }
+}
