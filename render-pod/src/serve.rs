@@ -200,6 +200,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             let broker = Broker::connect(broker).await?;
             tracing::info!(nats = %broker.config.url, stream = %broker.config.stream, "job broker");
             let backlog = Arc::new(Backlog::default());
+            exposition.add(&*backlog);
             tokio::spawn(backlog::watch(backlog.clone(), broker.clone()));
             Some(JobsFront { broker, upload: args.jobs.upload_url()?, backlog })
         }

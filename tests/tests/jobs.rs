@@ -713,10 +713,23 @@ async fn readyz_shows_the_pools_backlog_from_the_stream() {
         let op = serde_json::json!([{"op": "info"}]);
         world.publish(&message(key, "s3://uploads/small.pdf", op, "s3://results/backlog")).await;
     }
+    let published = Instant::now();
     backlog_becomes(&front, 3).await;
+    // The same readings as metrics: the count, and the oldest job's wait since its publication
+    // (read every 10 s, so it is seen passing 5 s within a reading or two).
+    assert_eq!(front.metric("renderpod_jobs_backlog", &[]).await, 3.0);
+    let oldest = wait::until("the oldest job's wait past 5 s", Duration::from_secs(40), || async {
+        let oldest = front.metric("renderpod_jobs_backlog_oldest_seconds", &[]).await;
+        if oldest >= 5.0 { Ok(oldest) } else { Err(oldest) }
+    })
+    .await;
+    let since = published.elapsed().as_secs_f64();
+    assert!(oldest <= since + 1.0, "the oldest waited {oldest} s, published {since:.1} s ago");
     // A pod that pulls works them off; the stream, and so the backlog, empties.
     let worker = world.pod(&["--slots", "1"]).await;
     backlog_becomes(&front, 0).await;
+    assert_eq!(front.metric("renderpod_jobs_backlog", &[]).await, 0.0);
+    assert_eq!(front.metric("renderpod_jobs_backlog_oldest_seconds", &[]).await, 0.0);
     drop(worker);
 }
 

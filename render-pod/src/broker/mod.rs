@@ -16,7 +16,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
 use renderpool_api::jobs::{JobId, Subjects};
 
-pub use backlog::Backlog;
+pub use backlog::{Backlog, StreamBacklog};
 pub use states::{JobStates, StateError};
 
 /// The header that makes the stream drop a duplicate publish (JetStream's deduplication).
@@ -138,15 +138,20 @@ impl Broker {
     }
 
     /// Jobs in the work-queue stream: queued, or taken by a pod and not yet ended (the stream
-    /// drops each job once it ends). Read from the stream, so a pod that only accepts jobs and
-    /// a pool whose consumer does not exist yet see it too.
-    pub async fn pending(&self) -> Result<u64, BrokerError> {
+    /// drops each job once it ends), and how long the oldest has been there. Read from the
+    /// stream, so a pod that only accepts jobs and a pool whose consumer does not exist yet see
+    /// it too.
+    pub async fn backlog(&self) -> Result<StreamBacklog, BrokerError> {
         let stream = self
             .jetstream
             .get_stream(&self.config.stream)
             .await
             .map_err(|e| BrokerError::request("reading the job stream", e))?;
-        Ok(stream.cached_info().state.messages)
+        let state = &stream.cached_info().state;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        Ok(StreamBacklog::at(state.messages, state.first_timestamp.unix_timestamp(), now))
     }
 
     /// The pool's durable pull consumer (made, or brought to this pod's settings).

@@ -45,6 +45,62 @@ fn promtool_passes_the_rule_file_at_the_defaults_and_at_a_tests_short_windows() 
     assert!(refused.contains("parse error"), "{refused}");
 }
 
+/// `promtool test rules`: the job-backlog alert (no real-node fault makes a pool with durable
+/// jobs) on series of the oldest job's age from two render pods of one pool, evaluated by
+/// Prometheus's own rule engine at the chart's defaults: quiet while the age is under 900 s and
+/// through the `for:`, firing with the pool's labels after, gone once the backlog is worked off.
+#[test]
+fn promtool_fires_the_job_backlog_alert_past_its_age_and_clears_it_when_worked_off() {
+    let rules = chart::alerting_rules(&[]).unwrap();
+    let runbook =
+        chart::values().unwrap()["prometheusRule"]["runbookUrl"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.yaml"), rules.to_string()).unwrap();
+    let pod = |name: &str| {
+        format!(
+            "renderpod_jobs_backlog_oldest_seconds{{namespace=\"shop\",renderpool=\"extract\",pod=\"{name}\"}}"
+        )
+    };
+    // The oldest job ages a minute a minute for 30 minutes (past 900 s from minute 16, so
+    // firing from minute 21 after the 5m `for:`), then the backlog is empty; the other pod
+    // read the stream later, so its figure lags.
+    let tests = serde_json::json!({
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [
+                { "series": pod("extract-render-a"), "values": "0+60x30 0x20" },
+                { "series": pod("extract-render-b"), "values": "0+50x30 0x20" },
+            ],
+            "alert_rule_test": [
+                { "eval_time": "17m", "alertname": "RenderPoolJobBacklogOld", "exp_alerts": [] },
+                { "eval_time": "25m", "alertname": "RenderPoolJobBacklogOld", "exp_alerts": [{
+                    "exp_labels": { "severity": "warning", "namespace": "shop", "renderpool": "extract" },
+                    "exp_annotations": {
+                        "summary": "A render pool's durable jobs wait too long.",
+                        "description": "The oldest job in the stream of RenderPool extract in shop has waited or run 25m 0s: the pool works off its backlog too slowly, or no pod takes jobs. kubectl get renderpool extract -n shop -o wide shows the backlog.",
+                        "runbook_url": format!("{runbook}#renderpooljobbacklogold"),
+                    },
+                }] },
+                { "eval_time": "40m", "alertname": "RenderPoolJobBacklogOld", "exp_alerts": [] },
+            ],
+        }],
+    });
+    let file = dir.path().join("backlog-test.yaml");
+    std::fs::write(&file, tests.to_string()).unwrap();
+    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
+    promtool.args(["test", "rules"]).arg(&file);
+    let report = run(&mut promtool).unwrap_or_else(|err| panic!("{err}"));
+    assert!(report.contains("SUCCESS"), "{report}");
+    // promtool fails a test whose alert does not come as expected, so SUCCESS means it fired.
+    let wrong = tests.to_string().replace("\"eval_time\":\"17m\"", "\"eval_time\":\"22m\"");
+    std::fs::write(&file, wrong).unwrap();
+    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
+    promtool.args(["test", "rules"]).arg(&file);
+    assert!(run(&mut promtool).is_err(), "promtool accepted no alert at 22m");
+}
+
 #[test]
 fn every_alert_has_a_severity_a_summary_a_description_naming_its_pool_and_a_runbook_section() {
     let rules = chart::alerting_rules(&[]).unwrap();
