@@ -45,6 +45,40 @@ pub mod defaults {
     pub const S3_REGION: &str = "us-east-1";
 }
 
+/// The names one queue has on a NATS account: its streams, subjects and state bucket. Pools that
+/// share an account need queues of their own (one stream per pool: pools sharing one would take
+/// each other's jobs). The default queue, `jobs`, has the [`defaults`] names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueNames {
+    /// The work-queue stream.
+    pub stream: String,
+    /// The dead-letter stream.
+    pub dead_letter_stream: String,
+    /// The subjects' prefix.
+    pub subject_prefix: String,
+    /// The key-value bucket of the job states.
+    pub state_bucket: String,
+}
+
+impl QueueNames {
+    /// The default queue's name.
+    pub const DEFAULT: &str = "jobs";
+
+    /// The names of queue `queue` (lower-case letters, digits, `-` and `_`): stream
+    /// `RENDERPOOL_<QUEUE>` and `RENDERPOOL_<QUEUE>_DEAD`, subjects under `renderpool.<queue>`,
+    /// bucket `renderpool_<queue>` (NATS allows no `-` in stream names or `.` in buckets).
+    pub fn of(queue: &str) -> Self {
+        let upper = queue.to_ascii_uppercase().replace('-', "_");
+        let stream = format!("RENDERPOOL_{upper}");
+        Self {
+            dead_letter_stream: format!("{stream}_DEAD"),
+            stream,
+            subject_prefix: format!("renderpool.{queue}"),
+            state_bucket: format!("renderpool_{}", queue.replace('-', "_")),
+        }
+    }
+}
+
 /// The subjects under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subjects {
@@ -694,6 +728,19 @@ pub struct JobEvent {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    #[test]
+    fn the_default_queue_has_the_default_names_and_a_named_one_its_own() {
+        let default = QueueNames::of(QueueNames::DEFAULT);
+        assert_eq!(default.stream, defaults::STREAM);
+        assert_eq!(default.dead_letter_stream, defaults::DEAD_LETTER_STREAM);
+        assert_eq!(default.subject_prefix, defaults::SUBJECT_PREFIX);
+        assert_eq!(default.state_bucket, defaults::STATE_BUCKET);
+        let named = QueueNames::of("shop-extract");
+        assert_eq!(named.stream, "RENDERPOOL_SHOP_EXTRACT");
+        assert_eq!(named.dead_letter_stream, "RENDERPOOL_SHOP_EXTRACT_DEAD");
+        assert_eq!(named.subject_prefix, "renderpool.shop-extract");
+        assert_eq!(named.state_bucket, "renderpool_shop_extract");
+    }
 
     const SCHEMA: &str = "api/schemas/job-v1.json";
     const BLESS: &str = "RENDERPOOL_BLESS=1 cargo test -p renderpool-api --lib jobs";

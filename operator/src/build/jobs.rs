@@ -5,6 +5,7 @@
 use super::common::{env, secret_files};
 use crate::crd::JobsSpec;
 use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
+use renderpool_api::jobs::QueueNames;
 use renderpool_api::render_pod::env as var;
 
 /// Folder of the NATS login, and the file names in it.
@@ -50,6 +51,11 @@ pub(super) fn parts(jobs: &JobsSpec) -> JobsParts {
             p.vars.push(env(file_var, format!("{NATS_MOUNT}/{file}")));
         }
     }
+    let queue = QueueNames::of(&jobs.queue);
+    p.vars.push(env(var::JOBS_STREAM, queue.stream));
+    p.vars.push(env(var::JOBS_DEAD_LETTER_STREAM, queue.dead_letter_stream));
+    p.vars.push(env(var::JOBS_SUBJECT_PREFIX, queue.subject_prefix));
+    p.vars.push(env(var::JOBS_STATE_BUCKET, queue.state_bucket));
     let stream = &jobs.stream;
     p.vars.push(env(var::JOBS_STREAM_MAX_MESSAGES, stream.max_messages.to_string()));
     p.vars.push(env(var::JOBS_STREAM_MAX_AGE_SECS, stream.max_age_seconds.to_string()));
@@ -99,6 +105,7 @@ mod tests {
   nats:
     url: nats://nats.nats:4222
     credentialsSecretRef: {name: nats-login, credsKey: user.creds}
+  queue: shop-extract
   stream: {maxMessages: 5000, maxAgeSeconds: 3600, replicas: 3}
   objects:
     endpoint: http://minio.storage:9000
@@ -203,6 +210,13 @@ mod tests {
             (broker.max_messages, broker.max_age.as_secs(), broker.replicas),
             (5000, 3600, 3)
         );
+        // The queue's own names: no other pool's stream, subjects or states.
+        assert_eq!(
+            (broker.stream.as_str(), broker.dead_letter_stream.as_str()),
+            ("RENDERPOOL_SHOP_EXTRACT", "RENDERPOOL_SHOP_EXTRACT_DEAD")
+        );
+        assert_eq!(broker.subjects.submit, "renderpool.shop-extract.submit");
+        assert_eq!(broker.state_bucket, "renderpool_shop_extract");
         assert_eq!(jobs.objects_s3_endpoint.as_deref(), Some("http://minio.storage:9000"));
         assert_eq!(jobs.objects_s3_region, "eu-west-1");
         assert_eq!(jobs.objects_read_buckets, ["inputs", "uploads"]);
@@ -212,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_minimal_spec_runs_the_stream_at_the_pods_own_defaults() {
+    fn a_minimal_spec_runs_the_stream_and_queue_at_the_pods_own_defaults() {
         let pool = parse_as_the_pod(&env_map(container(&children(MINIMAL).render.deployment)));
         let pool = pool.unwrap().jobs;
         let own = parse_as_the_pod(&BTreeMap::from([(
@@ -225,6 +239,11 @@ mod tests {
         assert_eq!(pool_broker.max_messages, own_broker.max_messages);
         assert_eq!(pool_broker.max_age, own_broker.max_age);
         assert_eq!(pool_broker.replicas, own_broker.replicas);
+        assert_eq!(
+            (&pool_broker.stream, &pool_broker.dead_letter_stream, &pool_broker.state_bucket),
+            (&own_broker.stream, &own_broker.dead_letter_stream, &own_broker.state_bucket)
+        );
+        assert_eq!(pool_broker.subjects, own_broker.subjects);
         assert_eq!(pool.objects_s3_region, own.objects_s3_region);
         assert_eq!((pool_broker.creds_file, pool_broker.token_file), (None, None));
         assert!(!pool.jobs_webhook_allow_private && pool.jobs_webhook_secret_file.is_none());

@@ -69,6 +69,9 @@ pub fn target_busy_percent() -> i32 {
 pub fn scale_down_stabilization_seconds() -> i32 {
     300
 }
+pub fn jobs_queue() -> String {
+    renderpool_api::jobs::QueueNames::DEFAULT.into()
+}
 pub fn stream_max_messages() -> i64 {
     jobs::STREAM_MAX_MESSAGES
 }

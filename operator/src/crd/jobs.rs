@@ -17,6 +17,18 @@ pub struct JobsSpec {
     /// The NATS server holding the job stream.
     pub nats: NatsSpec,
 
+    /// The pool's queue on the NATS account: its streams RENDERPOOL_<QUEUE> and
+    /// RENDERPOOL_<QUEUE>_DEAD (upper case, - as _), its subjects under renderpool.<queue> (jobs
+    /// are published on renderpool.<queue>.submit, each job's end announced on
+    /// renderpool.<queue>.events.<job id>) and its job-state bucket renderpool_<queue>. Pools
+    /// on one NATS account need queues of their own: pools sharing one would take each other's
+    /// jobs. Changing it moves the pool to an empty queue; the old one's jobs stay where they
+    /// are.
+    #[serde(default = "defaults::jobs_queue")]
+    #[schemars(length(min = 1, max = 32))]
+    #[schemars(pattern(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$"))]
+    pub queue: String,
+
     /// Limits of the work-queue stream and its dead-letter stream. Each render pod makes the
     /// streams at start if missing, and brings an existing stream to these limits (a stream
     /// with another retention or other subjects is refused: the pods do not start).
