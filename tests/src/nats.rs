@@ -1,5 +1,5 @@
 //! A real NATS server with JetStream (the pinned `nats-server`) for the durable-job tests and
-//! benchmark: on 127.0.0.1 and free ports, its store in a folder of its own, stopped (and the
+//! benchmark: on 127.0.0.1 (or the real node's bridge address, for pods) and free ports, its store in a folder of its own, stopped (and the
 //! folder removed) when dropped, also when a test panics.
 
 use std::path::PathBuf;
@@ -7,11 +7,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use crate::{free_port, process, until_http_ok};
+use crate::{LOOPBACK, free_port, process, until_http_ok};
 
 /// A running NATS server.
 pub struct NatsServer {
     pid: u32,
+    host: &'static str,
     port: u16,
     monitor: u16,
     state: PathBuf,
@@ -19,9 +20,15 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
-    /// Starts `nats-server -js` and waits until JetStream answers on its monitoring port; with
-    /// `token`, clients must present it.
+    /// Starts `nats-server -js` on 127.0.0.1 and waits until JetStream answers on its
+    /// monitoring port; with `token`, clients must present it.
     pub async fn start(token: Option<&str>) -> NatsServer {
+        NatsServer::start_on(LOOPBACK, token).await
+    }
+
+    /// As [`NatsServer::start`], listening (clients and monitoring) on `host` only: 127.0.0.1,
+    /// or the real node's bridge address, which its pods reach.
+    pub async fn start_on(host: &'static str, token: Option<&str>) -> NatsServer {
         let bin = bin_dir().unwrap_or_else(|err| panic!("nats-server: {err}"));
         let (port, monitor) = (free_port(), free_port());
         let state =
@@ -32,7 +39,7 @@ impl NatsServer {
             .unwrap_or_else(|err| panic!("nats log: {err}"));
         let mut command = Command::new(bin.join("nats-server"));
         command
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-m", &monitor.to_string()])
+            .args(["-js", "-a", host, "-p", &port.to_string(), "-m", &monitor.to_string()])
             .arg("-sd")
             .arg(state.join("jetstream"))
             .args(token.map(|token| ["--auth", token]).into_iter().flatten())
@@ -40,7 +47,7 @@ impl NatsServer {
             .stdout(log.try_clone().unwrap_or_else(|err| panic!("nats log: {err}")))
             .stderr(log);
         let pid = process::spawn(command).unwrap_or_else(|err| panic!("start nats-server: {err}"));
-        let server = NatsServer { pid, port, monitor, state, stopped: false };
+        let server = NatsServer { pid, host, port, monitor, state, stopped: false };
         let health = format!("{}/healthz?js-enabled-only=true", server.monitor_url());
         let up = until_http_ok("nats-server's /healthz 200", &health, Duration::from_secs(30));
         if let Err(timed_out) = up.await {
@@ -49,14 +56,14 @@ impl NatsServer {
         server
     }
 
-    /// `nats://127.0.0.1:PORT`.
+    /// `nats://HOST:PORT`.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://{}:{}", self.host, self.port)
     }
 
-    /// `http://127.0.0.1:MONITOR`.
+    /// `http://HOST:MONITOR`.
     pub fn monitor_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.monitor)
+        format!("http://{}:{}", self.host, self.monitor)
     }
 
     /// Its process id.
