@@ -1,21 +1,28 @@
 //! The durable jobs' world for tests and the benchmark: a real NATS server, a real S3 server
 //! with the buckets a pool uses, a webhook receiver that records what it is sent, and the
 //! render pod's flags for them. A producer's side too: messages published straight to the
-//! stream (as a product that keeps uploads in S3 does), objects put and listed over S3.
+//! stream (as a product that keeps uploads in S3 does), objects put and listed over S3; and the
+//! checks of what a job leaves: its manifest against the listing, its webhooks' signatures.
+//! Everything listens on 127.0.0.1, or on the real node's bridge address for its pods.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use futures::StreamExt;
+use hmac::{Hmac, Mac};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use renderpool_api::jobs::{JobId, JobStatus, Subjects, defaults};
+use renderpool_api::jobs::{JobId, JobStatus, Manifest, Subjects, defaults};
 use renderpool_testkit::wait;
+use sha2::Sha256;
 
+use crate::LOOPBACK;
 use crate::nats::NatsServer;
 use crate::render_pod::RenderPod;
 use crate::versitygw::S3Server;
@@ -47,7 +54,7 @@ pub enum Answer {
     FailFirst,
 }
 
-/// A webhook receiver on 127.0.0.1: plain HTTP/1.1, one request a connection.
+/// A webhook receiver: plain HTTP/1.1, one request a connection.
 pub struct Receiver {
     addr: SocketAddr,
     got: Arc<Mutex<Vec<Delivery>>>,
@@ -55,9 +62,14 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Starts answering as `answer` says.
+    /// Starts answering on 127.0.0.1 as `answer` says.
     pub async fn start(answer: Answer) -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Receiver::start_on(LOOPBACK, answer).await
+    }
+
+    /// As [`Receiver::start`], on `host` (the real node's bridge address, for its pods).
+    pub async fn start_on(host: &str, answer: Answer) -> Receiver {
+        let listener = tokio::net::TcpListener::bind((host, 0))
             .await
             .unwrap_or_else(|err| panic!("webhook receiver: {err}"));
         let addr = listener.local_addr().unwrap_or_else(|err| panic!("webhook receiver: {err}"));
@@ -74,7 +86,7 @@ impl Receiver {
         Receiver { addr, got, task }
     }
 
-    /// `http://127.0.0.1:PORT/hook`.
+    /// `http://HOST:PORT/hook`.
     pub fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
@@ -200,7 +212,14 @@ impl World {
 
     /// Starts both servers, NATS wanting `token` when given (the pods read it from a file).
     pub async fn start_with_nats_token(token: Option<&str>) -> World {
-        let (nats, s3) = tokio::join!(NatsServer::start(token), S3Server::start(&BUCKETS));
+        World::start_on(LOOPBACK, token).await
+    }
+
+    /// As [`World::start_with_nats_token`], both servers listening on `host` (the real node's
+    /// bridge address, for its pods).
+    pub async fn start_on(host: &'static str, token: Option<&str>) -> World {
+        let (nats, s3) =
+            tokio::join!(NatsServer::start_on(host, token), S3Server::start_on(host, &BUCKETS));
         let secrets = tempfile::tempdir().unwrap_or_else(|err| panic!("secrets folder: {err}"));
         std::fs::write(secrets.path().join("webhook-secret"), SECRET)
             .unwrap_or_else(|err| panic!("webhook secret: {err}"));
@@ -344,6 +363,66 @@ impl World {
         })
         .await
     }
+
+    /// The outputs of job `id` under `prefix` in `results`, as listed over S3.
+    pub async fn outputs_of(&self, prefix: &str, id: &JobId) -> BTreeMap<String, u64> {
+        self.list("results", &format!("{prefix}/{id}")).await
+    }
+
+    /// The manifest of `id` under `prefix`, read over S3, checked against the listing: every
+    /// object it names is there with its size, and nothing else is.
+    pub async fn check_manifest(
+        &self,
+        prefix: &str,
+        id: &JobId,
+        listed: &BTreeMap<String, u64>,
+    ) -> Manifest {
+        let key = format!("{prefix}/{id}/manifest.json");
+        let manifest: Manifest = serde_json::from_slice(&self.get("results", &key).await)
+            .unwrap_or_else(|err| panic!("{key}: {err}"));
+        assert_eq!(&manifest.job, id);
+        let mut named: BTreeMap<String, u64> = manifest
+            .operations
+            .iter()
+            .flat_map(|op| op.outputs.iter())
+            .map(|o| {
+                let key = o.url.strip_prefix("s3://results/");
+                let key = key.unwrap_or_else(|| panic!("an output outside results: {}", o.url));
+                (key.to_string(), o.bytes)
+            })
+            .collect();
+        let size = listed.get(&key).unwrap_or_else(|| panic!("{key} is not listed: {listed:?}"));
+        named.insert(key.clone(), *size);
+        assert_eq!(&named, listed, "job {id}: the manifest (left) against the listing (right)");
+        manifest
+    }
+}
+
+/// Standard Webhooks verification, written from the specification (independent of the pod's
+/// signer): the signed content is `id.timestamp.body`, the key the base64 after `whsec_`, the
+/// header a space-separated list of `v1,<base64>` signatures; the timestamp must be recent.
+/// The delivery's `webhook-id`, or why it is refused.
+pub fn verify(delivery: &Delivery) -> Result<String, String> {
+    let header =
+        |name: &str| delivery.headers.get(name).cloned().ok_or_else(|| format!("no {name} header"));
+    let (id, timestamp, signatures) =
+        (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
+    let sent: u64 = timestamp.parse().map_err(|_| format!("timestamp {timestamp:?}"))?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
+    if now.abs_diff(sent) > 300 {
+        return Err(format!("timestamp {sent} is {} s from now", now.abs_diff(sent)));
+    }
+    let key = SECRET.strip_prefix("whsec_").ok_or("the secret has no whsec_ prefix")?;
+    let key = STANDARD.decode(key).map_err(|e| e.to_string())?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).map_err(|e| e.to_string())?;
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(&delivery.body);
+    let expected = STANDARD.encode(mac.finalize().into_bytes());
+    let matched = signatures
+        .split(' ')
+        .filter_map(|s| s.strip_prefix("v1,"))
+        .any(|candidate| candidate == expected);
+    if matched { Ok(id) } else { Err(format!("no signature in {signatures:?} matches")) }
 }
 
 /// A job message of version 1.

@@ -75,6 +75,9 @@ pub async fn until_http_ok(
     .await
 }
 
+/// Where the servers tests start listen unless a test says otherwise.
+pub const LOOPBACK: &str = "127.0.0.1";
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -1,7 +1,8 @@
 //! A real S3 server for the durable-job tests and benchmark: the Versity S3 Gateway (the
-//! pinned `versitygw`) over a folder of its own, on 127.0.0.1 and a free port, with one root
-//! account whose keys are written to files (as the operator mounts a Secret), stopped (and the
-//! folder removed) when dropped, also when a test panics.
+//! pinned `versitygw`) over a folder of its own, on 127.0.0.1 (or the real node's bridge address,
+//! for pods) and a free port, with one root account whose keys are written to files (as the
+//! operator mounts a Secret), stopped (and the folder removed) when dropped, also when a test
+//! panics.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bin_dir;
-use crate::free_port;
 use crate::served::Served;
+use crate::{LOOPBACK, free_port};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 
@@ -22,13 +23,20 @@ pub const SECRET_ACCESS_KEY: &str = "renderpool-test-secret";
 /// A running S3 server.
 pub struct S3Server {
     server: Served,
+    host: &'static str,
     port: u16,
 }
 
 impl S3Server {
-    /// Starts the gateway with `buckets` made (a bucket of the POSIX backend is a folder), and
-    /// waits until it answers on its health path.
+    /// Starts the gateway on 127.0.0.1 with `buckets` made (a bucket of the POSIX backend is a
+    /// folder), and waits until it answers on its health path.
     pub async fn start(buckets: &[&str]) -> S3Server {
+        S3Server::start_on(LOOPBACK, buckets).await
+    }
+
+    /// As [`S3Server::start`], listening on `host` only: 127.0.0.1, or the real node's bridge
+    /// address, which its pods reach.
+    pub async fn start_on(host: &'static str, buckets: &[&str]) -> S3Server {
         let bin = bin_dir().unwrap_or_else(|err| panic!("versitygw: {err}"));
         let port = free_port();
         let folder = Served::folder("s3", port);
@@ -46,19 +54,19 @@ impl S3Server {
             .env_clear()
             .env("ROOT_ACCESS_KEY", ACCESS_KEY_ID)
             .env("ROOT_SECRET_KEY", SECRET_ACCESS_KEY)
-            .args(["--port", &format!("127.0.0.1:{port}"), "--health", "/health", "--quiet"])
+            .args(["--port", &format!("{host}:{port}"), "--health", "/health", "--quiet"])
             .arg("--keep-alive")
             .arg("posix")
             .arg(&root);
-        let server = S3Server { server: Served::spawn("versitygw", folder, command), port };
+        let server = S3Server { server: Served::spawn("versitygw", folder, command), host, port };
         let health = format!("{}/health", server.url());
         server.server.until_ok("versitygw's /health 200", &health, Duration::from_secs(30)).await;
         server
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://HOST:PORT`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// The file holding the access key id.

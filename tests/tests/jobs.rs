@@ -14,11 +14,11 @@ use bytes::Bytes;
 use futures::StreamExt;
 use hmac::{Hmac, Mac};
 use render_pod::ops::DocHash;
-use renderpool_api::jobs::{JobId, JobStatus, Manifest, State};
+use renderpool_api::jobs::{JobId, JobStatus, State};
 use renderpool_testkit::{corpus, wait};
 use renderpool_tests::gotenberg::Gotenberg;
 use renderpool_tests::jobs::{
-    Answer, Delivery, Receiver, SECRET, Silent, World, message, percentile, sync_renders,
+    Answer, Delivery, Receiver, SECRET, Silent, World, message, percentile, sync_renders, verify,
 };
 use renderpool_tests::render_pod::{RenderPod, error_code};
 use sha2::Sha256;
@@ -43,31 +43,6 @@ fn doc(name: &str) -> Vec<u8> {
     corpus::read(name)
 }
 
-/// Standard Webhooks verification, written from the specification: the signed content is
-/// `id.timestamp.body`, the key the base64 after `whsec_`, the header a space-separated list of
-/// `v1,<base64>` signatures; the timestamp must be recent.
-fn verify(delivery: &Delivery) -> Result<String, String> {
-    let header =
-        |name: &str| delivery.headers.get(name).cloned().ok_or_else(|| format!("no {name} header"));
-    let (id, timestamp, signatures) =
-        (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
-    let sent: u64 = timestamp.parse().map_err(|_| format!("timestamp {timestamp:?}"))?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    if now.abs_diff(sent) > 300 {
-        return Err(format!("timestamp {sent} is {} s from now", now.abs_diff(sent)));
-    }
-    let key = STANDARD.decode(SECRET.strip_prefix("whsec_").unwrap()).unwrap();
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
-    mac.update(format!("{id}.{timestamp}.").as_bytes());
-    mac.update(&delivery.body);
-    let expected = STANDARD.encode(mac.finalize().into_bytes());
-    let matched = signatures
-        .split(' ')
-        .filter_map(|s| s.strip_prefix("v1,"))
-        .any(|candidate| candidate == expected);
-    if matched { Ok(id) } else { Err(format!("no signature in {signatures:?} matches")) }
-}
-
 #[test]
 fn the_verifier_refuses_what_it_should() {
     let body = Bytes::from_static(b"{}");
@@ -88,33 +63,6 @@ fn the_verifier_refuses_what_it_should() {
     assert!(verify(&delivery("msg_2", &now, &good)).is_err(), "another id");
     assert!(verify(&delivery("msg_1", "1000", &good)).is_err(), "an old timestamp");
     assert!(verify(&delivery("msg_1", &now, "v1,AAAA")).is_err());
-}
-
-/// The outputs of job `id` under `prefix` in `results`, as listed over S3.
-async fn outputs_of(world: &World, prefix: &str, id: &JobId) -> BTreeMap<String, u64> {
-    world.list("results", &format!("{prefix}/{id}")).await
-}
-
-/// The manifest of `id` under `prefix`, read over S3, checked against the listing: every
-/// object it names is there with its size, and nothing else is.
-async fn check_manifest(
-    world: &World,
-    prefix: &str,
-    id: &JobId,
-    listed: &BTreeMap<String, u64>,
-) -> Manifest {
-    let key = format!("{prefix}/{id}/manifest.json");
-    let manifest: Manifest = serde_json::from_slice(&world.get("results", &key).await).unwrap();
-    assert_eq!(&manifest.job, id);
-    let mut named: BTreeMap<String, u64> = manifest
-        .operations
-        .iter()
-        .flat_map(|op| op.outputs.iter())
-        .map(|o| (o.url.strip_prefix("s3://results/").unwrap().to_string(), o.bytes))
-        .collect();
-    named.insert(key.clone(), listed[&key]);
-    assert_eq!(&named, listed, "job {id}: the manifest (left) against the listing (right)");
-    manifest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -206,7 +154,7 @@ async fn a_backlog_of_2000_jobs_is_worked_off_whole_while_previews_stay_first() 
                     .filter(|(k, _)| k.starts_with(&format!("backlog/{id}/")))
                     .map(|(k, v)| (k.clone(), *v))
                     .collect();
-                let manifest = check_manifest(world, "backlog", id, &mine).await;
+                let manifest = world.check_manifest("backlog", id, &mine).await;
                 assert_eq!(manifest.operations[1].outputs[0].width, Some(64));
             }
         })
@@ -289,11 +237,11 @@ async fn a_job_whose_pod_is_killed_completes_on_another_with_one_webhook() {
     // the in-progress acks held it.
     let ran = done.updated_ms - done.started_ms.unwrap();
     assert!(ran > 2_000, "the job ran {ran} ms, not past the ack wait: the test proves nothing");
-    let listed = outputs_of(&world, "killed", &id).await;
+    let listed = world.outputs_of("killed", &id).await;
     let keys: Vec<&str> =
         listed.keys().map(|k| k.rsplit_once(&format!("{id}/")).unwrap().1).collect();
     assert_eq!(keys, ["00-render/page-00001.jpg", "01-info.json", "manifest.json"]);
-    let manifest = check_manifest(&world, "killed", &id, &listed).await;
+    let manifest = world.check_manifest("killed", &id, &listed).await;
     let image = world.get("results", &format!("killed/{id}/00-render/page-00001.jpg")).await;
     assert!(image.starts_with(&[0xff, 0xd8]) && image.ends_with(&[0xff, 0xd9]), "a whole JPEG");
     // The image is the page at 1200 dpi, as the job's own info output measures the page.
@@ -359,9 +307,9 @@ async fn a_draining_pod_stops_pulling_and_hands_back_what_it_cannot_finish() {
     let next = world.pod(&flags).await;
     let done = world.wait_state(&slow, Duration::from_secs(120), |s| s.state.is_final()).await;
     assert_eq!((done.state, done.deliveries, done.strikes), (State::Done, 2, 0), "{done:?}");
-    let listed = outputs_of(&world, "drain", &slow).await;
+    let listed = world.outputs_of("drain", &slow).await;
     assert_eq!(listed.len(), 3, "two pages and the manifest: {listed:?}");
-    check_manifest(&world, "drain", &slow, &listed).await;
+    world.check_manifest("drain", &slow, &listed).await;
     // One completion, one webhook (none from the drained pod), signed.
     let deliveries = wait::until("the webhook", Duration::from_secs(30), || async {
         let deliveries = hooks.deliveries();
@@ -422,7 +370,7 @@ async fn a_running_job_is_cancelled_at_its_next_output_and_leaves_no_manifest() 
     assert_eq!((state.state, state.deliveries), (State::Cancelled, 1), "{state:?}");
     assert!(state.manifest_url.is_none(), "{state:?}");
     // Some pages were written, not all, and no manifest: to a reader the job has no results.
-    let listed = outputs_of(&world, "cancel", &id).await;
+    let listed = world.outputs_of("cancel", &id).await;
     assert!(!listed.is_empty() && listed.len() < 100, "{} outputs", listed.len());
     assert!(!listed.contains_key(&format!("cancel/{id}/manifest.json")), "{listed:?}");
     // The slot is free again: the next job runs, and the cancelled one is not delivered again.
@@ -438,7 +386,7 @@ async fn a_running_job_is_cancelled_at_its_next_output_and_leaves_no_manifest() 
     let after = world.wait_state(&next, Duration::from_secs(30), |s| s.state.is_final()).await;
     assert_eq!(after.state, State::Done, "{after:?}");
     assert_eq!(world.state(&id).await.unwrap().deliveries, 1);
-    assert_eq!(outputs_of(&world, "cancel", &id).await, listed, "nothing written after the stop");
+    assert_eq!(world.outputs_of("cancel", &id).await, listed, "nothing written after the stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -685,8 +633,8 @@ async fn webhooks_to_private_addresses_are_refused_unless_the_pool_allows_them()
     let error = hook.error.unwrap_or_default();
     assert!(error.contains("private") && error.contains("127.0.0.1"), "{error}");
     assert!(hooks.deliveries().is_empty(), "{:?}", hooks.deliveries());
-    let listed = outputs_of(&world, "private-hook", &id).await;
-    check_manifest(&world, "private-hook", &id, &listed).await;
+    let listed = world.outputs_of("private-hook", &id).await;
+    world.check_manifest("private-hook", &id, &listed).await;
     drop(pod);
 }
 
@@ -804,7 +752,7 @@ async fn one_key_is_one_job_and_a_job_past_its_deadline_does_not_run() {
         (State::Failed, "deadline_exceeded", 504, 0),
         "{late:?}"
     );
-    assert!(outputs_of(&world, "once", &JobId::from_key("late")).await.is_empty());
+    assert!(world.outputs_of("once", &JobId::from_key("late")).await.is_empty());
     let id = JobId::from_key("twice");
     let done = world.wait_state(&id, Duration::from_secs(30), |s| s.state.is_final()).await;
     assert_eq!((done.state, done.deliveries), (State::Done, 1), "{done:?}");
@@ -816,9 +764,9 @@ async fn one_key_is_one_job_and_a_job_past_its_deadline_does_not_run() {
     .await;
     let state = world.state(&id).await.unwrap();
     assert_eq!((state.deliveries, state.updated_ms), (1, done.updated_ms), "{state:?}");
-    let listed = outputs_of(&world, "once", &id).await;
+    let listed = world.outputs_of("once", &id).await;
     assert_eq!(listed.len(), 2, "its info and its manifest: {listed:?}");
-    check_manifest(&world, "once", &id, &listed).await;
+    world.check_manifest("once", &id, &listed).await;
     drop(front);
 }
 
@@ -853,8 +801,8 @@ async fn watermark_and_office_conversion_run_as_jobs_as_through_their_routes() {
         let id = JobId::from_key(key);
         let done = world.wait_state(&id, Duration::from_secs(180), |s| s.state.is_final()).await;
         assert_eq!(done.state, State::Done, "{done:?}");
-        let listed = outputs_of(&world, "ops", &id).await;
-        let manifest = check_manifest(&world, "ops", &id, &listed).await;
+        let listed = world.outputs_of("ops", &id).await;
+        let manifest = world.check_manifest("ops", &id, &listed).await;
         assert_eq!(manifest.operations[0].outputs[0].content_type, "application/pdf");
     }
     // Each output is the PDF its route makes: the same pages and the same text.
@@ -949,13 +897,13 @@ async fn the_job_routes_and_stored_sources() {
         ["extract", "render"]
     );
     assert_eq!(manifest.input.url, format!("s3://uploads/incoming/{}", uploaded.id));
-    let listed = outputs_of(&world, "routes", &uploaded.id).await;
-    check_manifest(&world, "routes", &uploaded.id, &listed).await;
+    let listed = world.outputs_of("routes", &uploaded.id).await;
+    world.check_manifest("routes", &uploaded.id, &listed).await;
     // The cancelled job was dropped by the pulling pod, never run.
     let cancelled =
         world.wait_state(&first.id, Duration::from_secs(5), |s| s.state == State::Cancelled).await;
     assert_eq!(cancelled.progress.done, 0);
-    assert!(outputs_of(&world, "routes", &first.id).await.is_empty());
+    assert!(world.outputs_of("routes", &first.id).await.is_empty());
     let unknown = worker
         .client
         .get(worker.url(&format!("/v1/jobs/{}", JobId::from_key("never"))))
