@@ -1,10 +1,12 @@
-//! The whole product on the real node, as a cluster runs it: the chart's operator as pods from
-//! its image with the token the kubelet mounts, `helm test`'s hook pod, the RenderPool of
-//! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
-//! through the render Service, Office through Gotenberg's Service; drains under a steady load
-//! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
-//! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
-//! memory bomb in a render pod with a small memory limit.
+//! The whole product on the real node, as a cluster runs it: the previous release's chart and
+//! pool upgraded to this one under load (`helm upgrade`, the stored objects migrated to
+//! v1beta1), the chart's operator as pods from its image with the token the kubelet mounts,
+//! `helm test`'s hook pod, the RenderPool of `examples/renderpool-real-node.yaml` whose render
+//! pods and Gotenberg really run, requests through the render Service, Office through
+//! Gotenberg's Service; drains under a steady load through that Service (a pod deleted with
+//! renders in flight, one evicted with its PDB in force, the pool rolled by a spec change), a
+//! worker killed from the host mid-job, and a memory bomb in a render pod with a small memory
+//! limit.
 //!
 //! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
 //! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
@@ -13,25 +15,32 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ResourceRequirements, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::Api;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::core::GroupVersionKind;
+use kube::{Api, Resource, ResourceExt};
+use renderpool_operator::apply::MANAGER;
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::{metrics, wait};
-use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
+use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run, run_with_input, storage};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
-use renderpool_tests::repo_root;
+use renderpool_tests::release::{PreviousRelease, changed_templates};
+use renderpool_tests::{repo_root, workspace_bin};
 use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
@@ -55,9 +64,38 @@ async fn turn() -> MutexGuard<'static, ()> {
 }
 
 /// The chart installed with its operator pods on the real node, and the example pool Ready in
-/// its own namespace.
+/// its own namespace: as a user upgrading gets there. The previous release's chart and pool come
+/// first, then `helm upgrade` to this checkout's chart under load ([`Upgrade`]), then the pool
+/// moves to this release's render pod and example, so every test below proves this checkout.
 struct Product {
     namespace: TestNamespace,
+    /// What the upgrade did, for the upgrade test to show and check.
+    upgrade: Upgrade,
+}
+
+/// The steps from the previous release to this one, as they happened.
+struct Upgrade {
+    /// The previous chart's version.
+    from: String,
+    /// The Deployments whose pod template this checkout's operator would change, and the
+    /// `kubectl diff` of its children, checked before upgrading (the README's step).
+    changed: Vec<String>,
+    diff: String,
+    /// The pool's ReplicaSets with pods before `helm upgrade` and after it settled.
+    sets_before: Vec<String>,
+    sets_after: Vec<String>,
+    /// The load through the render Service during the upgrade.
+    tally: Tally,
+    took: Duration,
+    /// The version etcd held the pool in: before the upgrade, after it, and after the
+    /// README's migration step.
+    stored: [String; 3],
+    /// The CRD's storedVersions after the migration.
+    stored_versions: Vec<String>,
+    /// Moving the pool to this release's render pod and example: ReplicaSets before and after,
+    /// the load meanwhile.
+    roll_sets: (Vec<String>, Vec<String>),
+    roll_tally: Tally,
 }
 
 async fn product() -> &'static Product {
@@ -71,29 +109,218 @@ async fn product() -> &'static Product {
                 node.images().len(),
                 node.imported_in().as_secs_f64()
             );
+            let previous = PreviousRelease::from_env().unwrap_or_else(|err| panic!("{err}"));
+            node.import_archives(&previous.node_images()).unwrap();
             let started = Instant::now();
-            ChartInstall::on_real_node().await;
-            eprintln!("helm install --wait: {:.1}s", started.elapsed().as_secs_f64());
-            let namespace = cluster.namespace("product").await;
-            let example = repo_root().join("examples/renderpool-real-node.yaml");
-            let applied = Instant::now();
-            run(cluster.kubectl().args(["apply", "-n", namespace.name(), "-f"]).arg(&example))
-                .unwrap();
-            let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace.name());
-            wait_pool(&pools, POOL, Duration::from_secs(300), |pool| {
-                is_settled(pool) && gotenberg_ready(pool)
-            })
-            .await;
+            ChartInstall::on_real_node(&previous.chart()).await;
             eprintln!(
-                "example pool Ready with Gotenberg {:.1}s after kubectl apply",
-                applied.elapsed().as_secs_f64()
+                "helm install --wait of chart {}: {:.1}s",
+                previous.version(),
+                started.elapsed().as_secs_f64()
             );
-            Product { namespace }
+            let namespace = cluster.namespace("product").await;
+            let upgrade = upgrade(&previous, namespace.name()).await;
+            Product { namespace, upgrade }
         })
         .await;
     // Whole again, should a test that failed have left it scaled in or rolling.
     settled_at(product, 2).await;
     product
+}
+
+/// The previous release's example pool (one render pod, so a pod the new operator might replace
+/// has room to surge beside it on this full node), upgraded under load, migrated, then moved to
+/// this release's render pod and example under load.
+async fn upgrade(previous: &PreviousRelease, namespace: &str) -> Upgrade {
+    let cluster = Cluster::shared();
+    let client = cluster.client().await;
+    let pools: Api<RenderPool> = Api::namespaced(client.clone(), namespace);
+    let mut example: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(previous.example()).unwrap()).unwrap();
+    // The README's check, on the release's example as shipped: this operator refuses its
+    // 768Mi (the supervisor's share grew to 296 MiB since), so a user raises spec.memory to
+    // what this release's example has before upgrading.
+    let refused = run(Command::new(workspace_bin("renderpool-operator"))
+        .arg("children")
+        .arg(previous.example()))
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("spec.memory 768Mi cannot hold one slot"), "{refused}");
+    example["spec"]["memory"] = "832Mi".into();
+    example["spec"]["replicas"] = 1.into();
+    let applied = Instant::now();
+    kubectl_apply(namespace, &example);
+    // The previous release's CRD serves only v1alpha1 (the same fields as this one's v1beta1).
+    let alpha = example["apiVersion"].as_str().unwrap();
+    let (group, version) = alpha.split_once('/').unwrap();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, "RenderPool"),
+        "renderpools",
+    );
+    let previous_pools: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource);
+    wait::until("the previous release's pool settled", Duration::from_secs(300), || async {
+        let object = previous_pools.get(POOL).await.map_err(|e| e.to_string())?;
+        let mut object = serde_json::to_value(object).map_err(|e| e.to_string())?;
+        object["apiVersion"] = RenderPool::api_version(&()).into();
+        let pool: RenderPool = serde_json::from_value(object).map_err(|e| e.to_string())?;
+        if is_settled(&pool) && gotenberg_ready(&pool) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pool.status))
+        }
+    })
+    .await;
+    eprintln!(
+        "the previous release's example pool (1 render pod) Ready with Gotenberg {:.1}s after \
+         kubectl apply",
+        applied.elapsed().as_secs_f64()
+    );
+    let key = format!("/registry/renderpool.dev/renderpools/{namespace}/{POOL}");
+    let stored = || async {
+        let object = storage::stored_json(cluster, &key).await.unwrap().unwrap();
+        object["apiVersion"].as_str().unwrap().to_string()
+    };
+    let stored_before = stored().await;
+    let (changed, diff) = changed_templates(cluster, namespace, POOL, MANAGER).unwrap();
+    let sets_before = replica_sets(namespace).await;
+
+    let url = format!("{}{LOAD_REQUEST}", service_url(namespace, "render").await);
+    let load = Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), 1);
+    // Requests flow before the upgrade starts and after it settled, not only in between.
+    completing(&load, 10).await;
+    let started = Instant::now();
+    ChartInstall::upgrade_on_real_node().await;
+    // The new operator has taken over once the children carry its owner references (to the
+    // version it reads pools as) and the pool's status is current again.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let owner = RenderPool::api_version(&()).to_string();
+    wait::until("the new operator's children", Duration::from_secs(120), || async {
+        let d = deployments.get(&format!("{POOL}-render")).await.ok()?;
+        let refs = d.metadata.owner_references.unwrap_or_default();
+        refs.iter().any(|r| r.api_version == owner).then_some(())
+    })
+    .await;
+    // It applied both Deployments in that pass: a changed template is rolling by now.
+    wait::until("both Deployments rolled out", Duration::from_secs(240), || async {
+        let list = deployments.list(&ListParams::default()).await.ok()?.items;
+        let done = |d: &Deployment| {
+            let s = d.status.clone().unwrap_or_default();
+            s.observed_generation == d.metadata.generation
+                && s.replicas == d.spec.replicas
+                && s.updated_replicas == d.spec.replicas
+                && s.ready_replicas == d.spec.replicas
+        };
+        (list.len() == 2 && list.iter().all(done)).then_some(())
+    })
+    .await;
+    wait_pool(&pools, POOL, Duration::from_secs(180), |p| is_settled(p) && gotenberg_ready(p))
+        .await;
+    let took = started.elapsed();
+    completing(&load, 10).await;
+    let tally = load.stop().await;
+    let sets_after = replica_sets(namespace).await;
+    let stored_after = stored().await;
+
+    // The README's migration: rewrite every pool in the stored version, then drop the old one
+    // from the CRD's storedVersions.
+    for pool in pools.list(&ListParams::default()).await.unwrap() {
+        run(cluster
+            .kubectl()
+            .args(["patch", "renderpool", &pool.name_any(), "-n", namespace])
+            .args(["--type=merge", "-p", "{}"]))
+        .unwrap();
+    }
+    let stored_migrated = stored().await;
+    run(cluster.kubectl().args([
+        "patch",
+        "crd",
+        "renderpools.renderpool.dev",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"storedVersions":["v1beta1"]}}"#,
+    ]))
+    .unwrap();
+    let crd = run(cluster.kubectl().args([
+        "get",
+        "crd",
+        "renderpools.renderpool.dev",
+        "-o",
+        "jsonpath={.status.storedVersions}",
+    ]))
+    .unwrap();
+    let stored_versions: Vec<String> = serde_json::from_str(&crd).unwrap();
+
+    // This release's example on this release's render pod: a changed template, replaced under
+    // load with the example's in-place rollout (the node has no room for a surge pod at 2).
+    let mut example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/renderpool-real-node.yaml")).unwrap(),
+    )
+    .unwrap();
+    let image = Cluster::shared().real_node().image("render-pod").unwrap();
+    example["spec"]["image"] = image.clone().into();
+    let roll_before = replica_sets(namespace).await;
+    let load = Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), 1);
+    kubectl_apply(namespace, &example);
+    wait::until("every render pod on this release's image", Duration::from_secs(240), || async {
+        let pods = all_render_pods_in(namespace).await;
+        let on_it = pods.iter().filter(|p| is_ready(p) && running_image(p) == image).count();
+        if pods.len() == 2 && on_it == 2 {
+            Ok(())
+        } else {
+            Err(format!("{} pods, {on_it} on it", pods.len()))
+        }
+    })
+    .await;
+    wait_pool(&pools, POOL, Duration::from_secs(180), |p| is_settled(p) && gotenberg_ready(p))
+        .await;
+    let roll_tally = load.stop().await;
+    let roll_after = replica_sets(namespace).await;
+    Upgrade {
+        from: previous.version(),
+        changed,
+        diff,
+        sets_before,
+        sets_after,
+        tally,
+        took,
+        stored: [stored_before, stored_after, stored_migrated],
+        stored_versions,
+        roll_sets: (roll_before, roll_after),
+        roll_tally,
+    }
+}
+
+/// Waits until `more` requests of `load` completed from now.
+async fn completing(load: &Load, more: u64) {
+    let until = load.tally().completed + more;
+    wait::until("requests completing", Duration::from_secs(60), || async {
+        let tally = load.tally();
+        if tally.completed >= until { Ok(()) } else { Err(tally) }
+    })
+    .await;
+}
+
+/// `kubectl apply` of a manifest in `namespace`.
+fn kubectl_apply(namespace: &str, manifest: &Value) {
+    let mut apply = Cluster::shared().kubectl();
+    apply.args(["apply", "-n", namespace, "-f", "-"]);
+    run_with_input(&mut apply, manifest.to_string().as_bytes()).unwrap();
+}
+
+/// The names of the pool's ReplicaSets that have pods (render and Gotenberg), sorted.
+async fn replica_sets(namespace: &str) -> Vec<String> {
+    let sets: Api<ReplicaSet> = Api::namespaced(Cluster::shared().client().await, namespace);
+    let selector = format!("app.kubernetes.io/instance={POOL}");
+    let listed = sets.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+    let mut names: Vec<String> = listed
+        .into_iter()
+        .filter(|s| s.status.as_ref().is_some_and(|s| s.replicas > 0))
+        .map(|s| s.name_any())
+        .collect();
+    names.sort();
+    names
 }
 
 fn gotenberg_ready(pool: &RenderPool) -> bool {
@@ -124,11 +351,15 @@ impl Product {
 
     /// `http://<ClusterIP>:<port>` of one of the pool's Services.
     async fn service_url(&self, component: &str) -> String {
-        let services: Api<Service> =
-            Api::namespaced(Cluster::shared().client().await, self.namespace());
-        let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
-        format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
+        service_url(self.namespace(), component).await
     }
+}
+
+/// `http://<ClusterIP>:<port>` of one of the pool's Services in `namespace`.
+async fn service_url(namespace: &str, component: &str) -> String {
+    let services: Api<Service> = Api::namespaced(Cluster::shared().client().await, namespace);
+    let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
+    format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
 }
 
 fn pod_name(pod: &Pod) -> &str {
@@ -555,7 +786,12 @@ async fn wait_gone(pods: &Api<Pod>, name: &str) {
 
 /// Every render pod of the pool, terminating ones too.
 async fn all_render_pods(product: &Product) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, product.namespace());
+    all_render_pods_in(product.namespace()).await
+}
+
+/// Every render pod of the pool in `namespace`, terminating ones too.
+async fn all_render_pods_in(namespace: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, namespace);
     let selector = format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component=render");
     pods.list(&ListParams::default().labels(&selector)).await.unwrap().items
 }
@@ -662,6 +898,53 @@ async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_se
         evicted_at.elapsed().as_secs_f64()
     );
     nothing_lost("eviction with the PDB in force", &tally);
+}
+
+#[tokio::test]
+async fn helm_upgrade_from_the_previous_release_replaces_no_pod_whose_template_is_unchanged() {
+    let _turn = turn().await;
+    let u = &product().await.upgrade;
+    eprintln!(
+        "helm upgrade from chart {} to {} with the pool serving: {:.1}s; templates this \
+         operator changes: {:?}; ReplicaSets before {:?}, after {:?}",
+        u.from,
+        env!("CARGO_PKG_VERSION"),
+        u.took.as_secs_f64(),
+        u.changed,
+        u.sets_before,
+        u.sets_after
+    );
+    eprintln!("kubectl diff of the children before the upgrade:\n{}", u.diff);
+    nothing_lost("helm upgrade", &u.tally);
+    assert_eq!(u.sets_before.len(), 2, "a render and a Gotenberg ReplicaSet: {:?}", u.sets_before);
+    for set in &u.sets_before {
+        let deployment = set.rsplit_once('-').map(|(d, _)| d).unwrap();
+        let kept = u.sets_after.contains(set);
+        // A pod is replaced exactly when its template truly changed.
+        assert_eq!(
+            kept,
+            !u.changed.iter().any(|c| c == deployment),
+            "{set}: {u:?}",
+            u = u.sets_after
+        );
+    }
+    assert_eq!(u.sets_after.len(), 2, "{:?}", u.sets_after);
+    eprintln!(
+        "the pool in etcd: {} before the upgrade, {} after it, {} after the migration; CRD \
+         storedVersions {:?}",
+        u.stored[0], u.stored[1], u.stored[2], u.stored_versions
+    );
+    assert_eq!(u.stored[0], "renderpool.dev/v1alpha1");
+    assert_eq!(u.stored[2], RenderPool::api_version(&()));
+    assert_eq!(u.stored_versions, ["v1beta1"]);
+    // Then to this release's render pod and example: a changed template, rolled under load.
+    let (before, after) = &u.roll_sets;
+    eprintln!("moving the pool to this release's render pod: ReplicaSets {before:?} -> {after:?}");
+    nothing_lost("the move to this release's render pod", &u.roll_tally);
+    let render = |sets: &[String]| {
+        sets.iter().find(|s| s.starts_with(&format!("{POOL}-render-"))).cloned().unwrap()
+    };
+    assert_ne!(render(before), render(after));
 }
 
 #[tokio::test]
