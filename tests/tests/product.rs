@@ -2,11 +2,11 @@
 //! pool upgraded to this one under load (`helm upgrade`, the stored objects migrated to
 //! v1beta1), the chart's operator as pods from its image with the token the kubelet mounts,
 //! `helm test`'s hook pod, the RenderPool of `examples/renderpool-real-node.yaml` whose render
-//! pods and Gotenberg really run, requests through the render Service, Office through
-//! Gotenberg's Service; drains under a steady load through that Service (a pod deleted with
-//! renders in flight, one evicted with its PDB in force, the pool rolled by a spec change), a
-//! worker killed from the host mid-job, and a memory bomb in a render pod with a small memory
-//! limit.
+//! pods and Gotenberg really run, status that tells what serves during a rollout, requests
+//! through the render Service, Office through Gotenberg's Service; drains under a steady load
+//! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
+//! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
+//! memory bomb in a render pod with a small memory limit.
 //!
 //! The node has 2 CPUs and that pool takes 1.9 of them, so the tests share the one pool and take
 //! turns ([`turn`]); each leaves it as it found it: Ready, two render pods (a test that needs
@@ -998,6 +998,240 @@ async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
         started.elapsed().as_secs_f64()
     );
     nothing_lost("a roll in place", &tally);
+}
+
+/// The pool's status and `kubectl get rp` during rollouts on the full node: `kubectl wait
+/// --for=condition=Ready` right after an apply waits for the new generation's pods; a surge pod
+/// with no room shows as Unschedulable (STATUS and LAST ERROR) within 30 s with the strategy
+/// that fits; and ready slots are always the sum of the ready pods' own `/readyz` slots, even
+/// while those pods run a spec with other slots. The pool ends as the example has it.
+#[tokio::test]
+async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let namespace = product.namespace();
+    let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace);
+    let example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/renderpool-real-node.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut two_slots = example.clone();
+    two_slots["spec"]["slots"] = 2.into();
+    two_slots["spec"]["image"] = product.pool().await.spec.image.into();
+    let checks = SlotChecks::start(namespace);
+
+    // 1. An apply, and kubectl wait at once: it returns when the new generation runs.
+    let generation = product.pool().await.metadata.generation.unwrap();
+    kubectl_apply(namespace, &two_slots);
+    let waited = Instant::now();
+    run(cluster
+        .kubectl()
+        .args(["wait", "--for=condition=Ready", "--timeout=240s", "-n", namespace])
+        .arg(format!("renderpool/{POOL}")))
+    .unwrap();
+    let waited = waited.elapsed();
+    let pool = product.pool().await;
+    let deployment = Api::<Deployment>::namespaced(cluster.client().await, namespace)
+        .get(&format!("{POOL}-render"))
+        .await
+        .unwrap();
+    let status = deployment.status.clone().unwrap();
+    assert_eq!(pool.metadata.generation, Some(generation + 1));
+    assert_eq!(pool.status.as_ref().unwrap().observed_generation, Some(generation + 1));
+    assert_eq!(status.observed_generation, deployment.metadata.generation);
+    assert_eq!(
+        (status.replicas, status.updated_replicas, status.ready_replicas),
+        (Some(2), Some(2), Some(2)),
+        "kubectl wait returned before the rollout was done"
+    );
+    for pod in product.pods("render").await.iter().filter(|p| is_ready(p)) {
+        let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
+        assert_eq!(ready["plan"]["slots"], 2, "{}: {ready}", pod_name(pod));
+    }
+    eprintln!(
+        "kubectl wait --for=condition=Ready right after the apply of slots 2 returned after \
+         {:.1}s, with both render pods replaced and on 2 slots",
+        waited.as_secs_f64()
+    );
+
+    // 2. Back to one slot with the surge strategy: the surge pod has no room on this node.
+    let patch = serde_json::json!({"spec": {"slots": null, "rollout": {"maxSurge": 1, "maxUnavailable": 0}}});
+    pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let applied = Instant::now();
+    let table = wait::until("get rp showing Unschedulable", Duration::from_secs(30), || async {
+        let table = run(cluster.kubectl().args(["get", "rp", POOL, "-n", namespace])).unwrap();
+        let (status, last_error) = (column(&table, "STATUS"), column(&table, "LAST ERROR"));
+        if status == "Unschedulable" && last_error == "Unschedulable" {
+            Ok(table)
+        } else {
+            Err(table)
+        }
+    })
+    .await;
+    let shown = applied.elapsed();
+    let pool = product.pool().await;
+    let status = pool.status.clone().unwrap();
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    eprintln!(
+        "a surge pod with no room: kubectl get rp {:.1}s after the change:\n{table}Ready: {} \
+         {}: {}\nlastError: {:?}",
+        shown.as_secs_f64(),
+        ready.status,
+        ready.reason,
+        ready.message,
+        status.last_error
+    );
+    assert!(
+        ready.message.contains("cannot be scheduled: 0/1 nodes are available"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("set spec.rollout maxSurge 0 and maxUnavailable 1"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(status.last_error.as_ref().unwrap().reason, "Unschedulable");
+    // Two-slot pods serve while the spec says one slot: ready slots count what serves.
+    assert_eq!((status.slots_per_pod, status.ready_slots), (Some(1), Some(4)), "{status:?}");
+    checks.until_one_differs_from_the_spec().await;
+
+    // 3. The strategy that fits: the rollout moves, and the pool is the example's again.
+    kubectl_apply(namespace, &{
+        let mut back = example.clone();
+        back["spec"]["image"] = two_slots["spec"]["image"].clone();
+        back
+    });
+    settled_at(product, 2).await;
+    let compared = checks.stop().await;
+    for pod in product.pods("render").await {
+        assert_eq!(get_json(&format!("{}/readyz", pod_url(&pod))).await["plan"]["slots"], 1);
+    }
+    eprintln!("ready slots against the ready pods' own /readyz during both rollouts: {compared}");
+}
+
+/// Compares, all through a test, the pool's `status.readySlots` with the sum of the ready
+/// render pods' own `/readyz` slots, whenever the two were read with nothing changing between.
+struct SlotChecks {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Compared>,
+    differing: Arc<AtomicUsize>,
+}
+
+/// What [`SlotChecks`] saw.
+#[derive(Debug, Default)]
+struct Compared {
+    /// Consistent reads compared (all of them equal, or the check panicked).
+    equal: usize,
+    /// Of those, how many while the ready pods' slots differed from the current spec's.
+    while_differing: usize,
+    /// The distinct (ready slots, spec slots per pod) seen.
+    seen: std::collections::BTreeSet<(i32, i32)>,
+}
+
+impl std::fmt::Display for Compared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} consistent reads all equal, {} of them while the pods' slots differed from the \
+             spec's; (readySlots, slotsPerPod) seen: {:?}",
+            self.equal, self.while_differing, self.seen
+        )
+    }
+}
+
+impl SlotChecks {
+    fn start(namespace: &str) -> SlotChecks {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let differing = Arc::new(AtomicUsize::new(0));
+        let (namespace, done, count) = (namespace.to_string(), stop.clone(), differing.clone());
+        let task = tokio::spawn(async move {
+            let pools: Api<RenderPool> =
+                Api::namespaced(Cluster::shared().client().await, &namespace);
+            let mut compared = Compared::default();
+            while !done.load(Ordering::SeqCst) {
+                if let Some((status, sum)) = consistent_read(&pools, &namespace).await {
+                    let (ready, per_pod) =
+                        (status.ready_slots.unwrap(), status.slots_per_pod.unwrap());
+                    assert_eq!(
+                        ready, sum,
+                        "readySlots against the ready pods' /readyz: {status:?}"
+                    );
+                    compared.equal += 1;
+                    compared.seen.insert((ready, per_pod));
+                    if i64::from(sum) != i64::from(per_pod) * i64::from(status.ready_replicas) {
+                        compared.while_differing += 1;
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            compared
+        });
+        SlotChecks { stop, task, differing }
+    }
+
+    /// Waits until a consistent read found the ready pods' slots other than the spec's.
+    async fn until_one_differs_from_the_spec(&self) {
+        wait::until(
+            "a read while the pods' slots differ from the spec's",
+            Duration::from_secs(30),
+            || async {
+                let n = self.differing.load(Ordering::SeqCst);
+                if n > 0 { Ok(()) } else { Err(n) }
+            },
+        )
+        .await;
+    }
+
+    async fn stop(self) -> Compared {
+        self.stop.store(true, Ordering::SeqCst);
+        let compared = self.task.await.unwrap();
+        assert!(compared.while_differing > 0, "{compared}");
+        compared
+    }
+}
+
+/// The pool's status and the sum of its ready render pods' own `/readyz` slots, when neither
+/// the status nor which render pods are ready changed while they were read and for a second
+/// more (time for the operator to see a change the read did not: a status read just before a
+/// pod's change is no statement about it). A Pending pod's own updates change neither.
+async fn consistent_read(
+    pools: &Api<RenderPool>,
+    namespace: &str,
+) -> Option<(renderpool_operator::crd::RenderPoolStatus, i32)> {
+    // The pool's status, and every render pod (terminating ones too) by name and readiness.
+    let snapshot = || async {
+        let status = pools.get(POOL).await.ok()?.status?;
+        let mut pods: Vec<Pod> = all_render_pods_in(namespace).await;
+        pods.sort_by_key(|p| p.name_any());
+        let ready: Vec<(String, bool)> = pods
+            .iter()
+            .map(|p| (p.name_any(), is_ready(p) && p.metadata.deletion_timestamp.is_none()))
+            .collect();
+        Some((status, pods, ready))
+    };
+    let (before, pods, ready) = snapshot().await?;
+    let mut sum = 0;
+    for pod in pods.iter().filter(|p| is_ready(p) && p.metadata.deletion_timestamp.is_none()) {
+        let url = format!("{}/readyz", pod_url(pod));
+        let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+        sum += i32::try_from(answer["plan"]["slots"].as_i64()?).ok()?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (after, _, ready_after) = snapshot().await?;
+    (before == after && ready == ready_after).then_some((after, sum))
+}
+
+/// The cell under `header` in the first row of a `kubectl get` table (cells line up under the
+/// headers, which are separated by two spaces or more).
+fn column(table: &str, header: &str) -> String {
+    let mut lines = table.lines();
+    let head = lines.next().unwrap_or_default();
+    let row = lines.next().unwrap_or_default();
+    let Some(start) = head.find(header) else { return String::new() };
+    row.get(start..).unwrap_or_default().split("  ").next().unwrap_or_default().trim().to_string()
 }
 
 /// The `error.code` of a render pod's JSON error body.
