@@ -5,7 +5,9 @@
 #   eval "$(scripts/setup.sh --cluster)"  ->  also RENDERPOOL_CLUSTER_BIN (the Go-built control
 #                                             plane, the real node and Gotenberg; needs go)
 #                                             after installing LibreOffice, RENDERPOOL_CORPUS
-#                                             (the test documents) and what --images gives
+#                                             (the test documents), what --images gives and
+#                                             RENDERPOOL_PREVIOUS_RELEASE (the previous chart
+#                                             release and its images, for the upgrade test)
 #   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
 #                                             Gotenberg only (scripts/run.sh --office; needs go)
 #   eval "$(scripts/setup.sh --jobs)"     ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with the
@@ -79,4 +81,9 @@ fi
 if $images; then
   images_dir=$("$root/images/build.sh" | tail -n 1)
   echo "export RENDERPOOL_IMAGES='$images_dir'"
+fi
+if $cluster; then
+  # The upgrade test's starting point: the previous release's chart and images.
+  previous=$("$root/scripts/previous-release.sh" | tail -n 1)
+  echo "export RENDERPOOL_PREVIOUS_RELEASE='$previous'"
 fi

@@ -13,6 +13,7 @@ pub mod oci;
 pub mod operator;
 pub mod panels;
 mod process;
+pub mod release;
 pub mod render_pod;
 pub mod runc;
 mod served;

@@ -5,7 +5,7 @@
 //! ([`ChartInstall::on_real_node`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -56,33 +56,51 @@ impl ChartInstall {
         Self::install(namespaces).await
     }
 
-    /// Installs the chart cluster-wide once per test process with its operator pods on the
-    /// shared cluster's real node ([`Cluster::shared_with_real_node`]), run from the imported
-    /// image: the operator there is a pod with the token the kubelet mounts, not a process.
-    pub async fn on_real_node() -> &'static ChartInstall {
+    /// Installs `chart` (this checkout's, or a previous release's) cluster-wide once per test
+    /// process with its operator pods on the shared cluster's real node
+    /// ([`Cluster::shared_with_real_node`]), run from the imported image: the operator there is
+    /// a pod with the token the kubelet mounts, not a process. [`Self::upgrade_on_real_node`]
+    /// then upgrades it to this checkout's chart.
+    pub async fn on_real_node(chart: &Path) -> &'static ChartInstall {
         ON_REAL_NODE
             .get_or_init(|| async {
-                let cluster = Cluster::shared_with_real_node();
-                let selector = cluster.real_node().node_selector();
-                Self::helm_install(&[], &[format!("nodeSelector={selector}")]).await
+                Self::helm_install(chart, "install", &[], &Self::real_node_values()).await
             })
             .await
+    }
+
+    /// `helm upgrade --wait` of the release [`Self::on_real_node`] installed to this checkout's
+    /// chart, with the same values.
+    pub async fn upgrade_on_real_node() -> ChartInstall {
+        let chart = repo_root().join("charts/renderpool-operator");
+        Self::helm_install(&chart, "upgrade", &[], &Self::real_node_values()).await
+    }
+
+    /// The chart's operator pods on the real node.
+    fn real_node_values() -> Vec<String> {
+        let cluster = Cluster::shared_with_real_node();
+        vec![format!("nodeSelector={}", cluster.real_node().node_selector())]
     }
 
     async fn install(namespaces: &[&str]) -> ChartInstall {
         // The chart's own operator pods need somewhere to be scheduled (kwok plays them).
         Cluster::shared().ensure_nodes("system", 2, "4", "8Gi").await;
-        Self::helm_install(namespaces, &[]).await
+        let chart = repo_root().join("charts/renderpool-operator");
+        Self::helm_install(&chart, "install", namespaces, &[]).await
     }
 
-    /// `helm install --wait` with `--set-json` for each of `values`, then a token minted for
-    /// the chart's ServiceAccount.
-    async fn helm_install(namespaces: &[&str], values: &[String]) -> ChartInstall {
+    /// `helm install` (or `upgrade`) `--wait` of `chart` with `--set-json` for each of
+    /// `values`, then a token minted for the chart's ServiceAccount.
+    async fn helm_install(
+        chart: &Path,
+        action: &str,
+        namespaces: &[&str],
+        values: &[String],
+    ) -> ChartInstall {
         let cluster = Cluster::shared();
-        let chart = repo_root().join("charts/renderpool-operator");
         let mut helm = cluster.helm();
-        helm.args(["install", RELEASE])
-            .arg(&chart)
+        helm.args([action, RELEASE])
+            .arg(chart)
             .args(["--namespace", RELEASE_NAMESPACE, "--create-namespace", "--wait"])
             .args(["--timeout", "180s"]);
         if !namespaces.is_empty() {
@@ -105,7 +123,7 @@ impl ChartInstall {
             let show = |out: Result<String, _>| {
                 out.unwrap_or_else(|err: crate::cluster::ClusterError| err.to_string())
             };
-            panic!("helm install: {err}\n{}\n{}", show(pods), show(logs));
+            panic!("helm {action}: {err}\n{}\n{}", show(pods), show(logs));
         }
         run(cluster.kubectl().args([
             "wait",

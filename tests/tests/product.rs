@@ -1,6 +1,8 @@
-//! The whole product on the real node, as a cluster runs it: the chart's operator as pods from
-//! its image with the token the kubelet mounts, `helm test`'s hook pod, the RenderPool of
-//! `examples/renderpool-real-node.yaml` whose render pods and Gotenberg really run, requests
+//! The whole product on the real node, as a cluster runs it: the previous release's chart and
+//! pool upgraded to this one under load (`helm upgrade`, the stored objects migrated to
+//! v1beta1), the chart's operator as pods from its image with the token the kubelet mounts,
+//! `helm test`'s hook pod, the RenderPool of `examples/renderpool-real-node.yaml` whose render
+//! pods and Gotenberg really run, status that tells what serves during a rollout, requests
 //! through the render Service, Office through Gotenberg's Service; drains under a steady load
 //! through that Service (a pod deleted with renders in flight, one evicted with its PDB in
 //! force, the pool rolled by a spec change), a worker killed from the host mid-job, and a
@@ -13,25 +15,32 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ResourceRequirements, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::Api;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::core::GroupVersionKind;
+use kube::{Api, Resource, ResourceExt};
+use renderpool_operator::apply::MANAGER;
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::{metrics, wait};
-use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run};
+use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run, run_with_input, storage};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
-use renderpool_tests::repo_root;
+use renderpool_tests::release::{PreviousRelease, changed_templates};
+use renderpool_tests::{repo_root, workspace_bin};
 use serde_json::Value;
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
@@ -55,9 +64,38 @@ async fn turn() -> MutexGuard<'static, ()> {
 }
 
 /// The chart installed with its operator pods on the real node, and the example pool Ready in
-/// its own namespace.
+/// its own namespace: as a user upgrading gets there. The previous release's chart and pool come
+/// first, then `helm upgrade` to this checkout's chart under load ([`Upgrade`]), then the pool
+/// moves to this release's render pod and example, so every test below proves this checkout.
 struct Product {
     namespace: TestNamespace,
+    /// What the upgrade did, for the upgrade test to show and check.
+    upgrade: Upgrade,
+}
+
+/// The steps from the previous release to this one, as they happened.
+struct Upgrade {
+    /// The previous chart's version.
+    from: String,
+    /// The Deployments whose pod template this checkout's operator would change, and the
+    /// `kubectl diff` of its children, checked before upgrading (the README's step).
+    changed: Vec<String>,
+    diff: String,
+    /// The pool's ReplicaSets with pods before `helm upgrade` and after it settled.
+    sets_before: Vec<String>,
+    sets_after: Vec<String>,
+    /// The load through the render Service during the upgrade.
+    tally: Tally,
+    took: Duration,
+    /// The version etcd held the pool in: before the upgrade, after it, and after the
+    /// README's migration step.
+    stored: [String; 3],
+    /// The CRD's storedVersions after the migration.
+    stored_versions: Vec<String>,
+    /// Moving the pool to this release's render pod and example: ReplicaSets before and after,
+    /// the load meanwhile.
+    roll_sets: (Vec<String>, Vec<String>),
+    roll_tally: Tally,
 }
 
 async fn product() -> &'static Product {
@@ -71,29 +109,218 @@ async fn product() -> &'static Product {
                 node.images().len(),
                 node.imported_in().as_secs_f64()
             );
+            let previous = PreviousRelease::from_env().unwrap_or_else(|err| panic!("{err}"));
+            node.import_archives(&previous.node_images()).unwrap();
             let started = Instant::now();
-            ChartInstall::on_real_node().await;
-            eprintln!("helm install --wait: {:.1}s", started.elapsed().as_secs_f64());
-            let namespace = cluster.namespace("product").await;
-            let example = repo_root().join("examples/renderpool-real-node.yaml");
-            let applied = Instant::now();
-            run(cluster.kubectl().args(["apply", "-n", namespace.name(), "-f"]).arg(&example))
-                .unwrap();
-            let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace.name());
-            wait_pool(&pools, POOL, Duration::from_secs(300), |pool| {
-                is_settled(pool) && gotenberg_ready(pool)
-            })
-            .await;
+            ChartInstall::on_real_node(&previous.chart()).await;
             eprintln!(
-                "example pool Ready with Gotenberg {:.1}s after kubectl apply",
-                applied.elapsed().as_secs_f64()
+                "helm install --wait of chart {}: {:.1}s",
+                previous.version(),
+                started.elapsed().as_secs_f64()
             );
-            Product { namespace }
+            let namespace = cluster.namespace("product").await;
+            let upgrade = upgrade(&previous, namespace.name()).await;
+            Product { namespace, upgrade }
         })
         .await;
     // Whole again, should a test that failed have left it scaled in or rolling.
     settled_at(product, 2).await;
     product
+}
+
+/// The previous release's example pool (one render pod, so a pod the new operator might replace
+/// has room to surge beside it on this full node), upgraded under load, migrated, then moved to
+/// this release's render pod and example under load.
+async fn upgrade(previous: &PreviousRelease, namespace: &str) -> Upgrade {
+    let cluster = Cluster::shared();
+    let client = cluster.client().await;
+    let pools: Api<RenderPool> = Api::namespaced(client.clone(), namespace);
+    let mut example: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(previous.example()).unwrap()).unwrap();
+    // The README's check, on the release's example as shipped: this operator refuses its
+    // 768Mi (the supervisor's share grew to 296 MiB since), so a user raises spec.memory to
+    // what this release's example has before upgrading.
+    let refused = run(Command::new(workspace_bin("renderpool-operator"))
+        .arg("children")
+        .arg(previous.example()))
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("spec.memory 768Mi cannot hold one slot"), "{refused}");
+    example["spec"]["memory"] = "832Mi".into();
+    example["spec"]["replicas"] = 1.into();
+    let applied = Instant::now();
+    kubectl_apply(namespace, &example);
+    // The previous release's CRD serves only v1alpha1 (the same fields as this one's v1beta1).
+    let alpha = example["apiVersion"].as_str().unwrap();
+    let (group, version) = alpha.split_once('/').unwrap();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, "RenderPool"),
+        "renderpools",
+    );
+    let previous_pools: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource);
+    wait::until("the previous release's pool settled", Duration::from_secs(300), || async {
+        let object = previous_pools.get(POOL).await.map_err(|e| e.to_string())?;
+        let mut object = serde_json::to_value(object).map_err(|e| e.to_string())?;
+        object["apiVersion"] = RenderPool::api_version(&()).into();
+        let pool: RenderPool = serde_json::from_value(object).map_err(|e| e.to_string())?;
+        if is_settled(&pool) && gotenberg_ready(&pool) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pool.status))
+        }
+    })
+    .await;
+    eprintln!(
+        "the previous release's example pool (1 render pod) Ready with Gotenberg {:.1}s after \
+         kubectl apply",
+        applied.elapsed().as_secs_f64()
+    );
+    let key = format!("/registry/renderpool.dev/renderpools/{namespace}/{POOL}");
+    let stored = || async {
+        let object = storage::stored_json(cluster, &key).await.unwrap().unwrap();
+        object["apiVersion"].as_str().unwrap().to_string()
+    };
+    let stored_before = stored().await;
+    let (changed, diff) = changed_templates(cluster, namespace, POOL, MANAGER).unwrap();
+    let sets_before = replica_sets(namespace).await;
+
+    let url = format!("{}{LOAD_REQUEST}", service_url(namespace, "render").await);
+    let load = Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), 1);
+    // Requests flow before the upgrade starts and after it settled, not only in between.
+    completing(&load, 10).await;
+    let started = Instant::now();
+    ChartInstall::upgrade_on_real_node().await;
+    // The new operator has taken over once the children carry its owner references (to the
+    // version it reads pools as) and the pool's status is current again.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let owner = RenderPool::api_version(&()).to_string();
+    wait::until("the new operator's children", Duration::from_secs(120), || async {
+        let d = deployments.get(&format!("{POOL}-render")).await.ok()?;
+        let refs = d.metadata.owner_references.unwrap_or_default();
+        refs.iter().any(|r| r.api_version == owner).then_some(())
+    })
+    .await;
+    // It applied both Deployments in that pass: a changed template is rolling by now.
+    wait::until("both Deployments rolled out", Duration::from_secs(240), || async {
+        let list = deployments.list(&ListParams::default()).await.ok()?.items;
+        let done = |d: &Deployment| {
+            let s = d.status.clone().unwrap_or_default();
+            s.observed_generation == d.metadata.generation
+                && s.replicas == d.spec.replicas
+                && s.updated_replicas == d.spec.replicas
+                && s.ready_replicas == d.spec.replicas
+        };
+        (list.len() == 2 && list.iter().all(done)).then_some(())
+    })
+    .await;
+    wait_pool(&pools, POOL, Duration::from_secs(180), |p| is_settled(p) && gotenberg_ready(p))
+        .await;
+    let took = started.elapsed();
+    completing(&load, 10).await;
+    let tally = load.stop().await;
+    let sets_after = replica_sets(namespace).await;
+    let stored_after = stored().await;
+
+    // The README's migration: rewrite every pool in the stored version, then drop the old one
+    // from the CRD's storedVersions.
+    for pool in pools.list(&ListParams::default()).await.unwrap() {
+        run(cluster
+            .kubectl()
+            .args(["patch", "renderpool", &pool.name_any(), "-n", namespace])
+            .args(["--type=merge", "-p", "{}"]))
+        .unwrap();
+    }
+    let stored_migrated = stored().await;
+    run(cluster.kubectl().args([
+        "patch",
+        "crd",
+        "renderpools.renderpool.dev",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"storedVersions":["v1beta1"]}}"#,
+    ]))
+    .unwrap();
+    let crd = run(cluster.kubectl().args([
+        "get",
+        "crd",
+        "renderpools.renderpool.dev",
+        "-o",
+        "jsonpath={.status.storedVersions}",
+    ]))
+    .unwrap();
+    let stored_versions: Vec<String> = serde_json::from_str(&crd).unwrap();
+
+    // This release's example on this release's render pod: a changed template, replaced under
+    // load with the example's in-place rollout (the node has no room for a surge pod at 2).
+    let mut example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/renderpool-real-node.yaml")).unwrap(),
+    )
+    .unwrap();
+    let image = Cluster::shared().real_node().image("render-pod").unwrap();
+    example["spec"]["image"] = image.clone().into();
+    let roll_before = replica_sets(namespace).await;
+    let load = Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), 1);
+    kubectl_apply(namespace, &example);
+    wait::until("every render pod on this release's image", Duration::from_secs(240), || async {
+        let pods = all_render_pods_in(namespace).await;
+        let on_it = pods.iter().filter(|p| is_ready(p) && running_image(p) == image).count();
+        if pods.len() == 2 && on_it == 2 {
+            Ok(())
+        } else {
+            Err(format!("{} pods, {on_it} on it", pods.len()))
+        }
+    })
+    .await;
+    wait_pool(&pools, POOL, Duration::from_secs(180), |p| is_settled(p) && gotenberg_ready(p))
+        .await;
+    let roll_tally = load.stop().await;
+    let roll_after = replica_sets(namespace).await;
+    Upgrade {
+        from: previous.version(),
+        changed,
+        diff,
+        sets_before,
+        sets_after,
+        tally,
+        took,
+        stored: [stored_before, stored_after, stored_migrated],
+        stored_versions,
+        roll_sets: (roll_before, roll_after),
+        roll_tally,
+    }
+}
+
+/// Waits until `more` requests of `load` completed from now.
+async fn completing(load: &Load, more: u64) {
+    let until = load.tally().completed + more;
+    wait::until("requests completing", Duration::from_secs(60), || async {
+        let tally = load.tally();
+        if tally.completed >= until { Ok(()) } else { Err(tally) }
+    })
+    .await;
+}
+
+/// `kubectl apply` of a manifest in `namespace`.
+fn kubectl_apply(namespace: &str, manifest: &Value) {
+    let mut apply = Cluster::shared().kubectl();
+    apply.args(["apply", "-n", namespace, "-f", "-"]);
+    run_with_input(&mut apply, manifest.to_string().as_bytes()).unwrap();
+}
+
+/// The names of the pool's ReplicaSets that have pods (render and Gotenberg), sorted.
+async fn replica_sets(namespace: &str) -> Vec<String> {
+    let sets: Api<ReplicaSet> = Api::namespaced(Cluster::shared().client().await, namespace);
+    let selector = format!("app.kubernetes.io/instance={POOL}");
+    let listed = sets.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+    let mut names: Vec<String> = listed
+        .into_iter()
+        .filter(|s| s.status.as_ref().is_some_and(|s| s.replicas > 0))
+        .map(|s| s.name_any())
+        .collect();
+    names.sort();
+    names
 }
 
 fn gotenberg_ready(pool: &RenderPool) -> bool {
@@ -124,11 +351,15 @@ impl Product {
 
     /// `http://<ClusterIP>:<port>` of one of the pool's Services.
     async fn service_url(&self, component: &str) -> String {
-        let services: Api<Service> =
-            Api::namespaced(Cluster::shared().client().await, self.namespace());
-        let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
-        format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
+        service_url(self.namespace(), component).await
     }
+}
+
+/// `http://<ClusterIP>:<port>` of one of the pool's Services in `namespace`.
+async fn service_url(namespace: &str, component: &str) -> String {
+    let services: Api<Service> = Api::namespaced(Cluster::shared().client().await, namespace);
+    let spec = services.get(&format!("{POOL}-{component}")).await.unwrap().spec.unwrap();
+    format!("http://{}:{}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
 }
 
 fn pod_name(pod: &Pod) -> &str {
@@ -555,7 +786,12 @@ async fn wait_gone(pods: &Api<Pod>, name: &str) {
 
 /// Every render pod of the pool, terminating ones too.
 async fn all_render_pods(product: &Product) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, product.namespace());
+    all_render_pods_in(product.namespace()).await
+}
+
+/// Every render pod of the pool in `namespace`, terminating ones too.
+async fn all_render_pods_in(namespace: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(Cluster::shared().client().await, namespace);
     let selector = format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component=render");
     pods.list(&ListParams::default().labels(&selector)).await.unwrap().items
 }
@@ -665,6 +901,53 @@ async fn evicting_a_render_pod_under_load_loses_nothing_and_its_pdb_refuses_a_se
 }
 
 #[tokio::test]
+async fn helm_upgrade_from_the_previous_release_replaces_no_pod_whose_template_is_unchanged() {
+    let _turn = turn().await;
+    let u = &product().await.upgrade;
+    eprintln!(
+        "helm upgrade from chart {} to {} with the pool serving: {:.1}s; templates this \
+         operator changes: {:?}; ReplicaSets before {:?}, after {:?}",
+        u.from,
+        env!("CARGO_PKG_VERSION"),
+        u.took.as_secs_f64(),
+        u.changed,
+        u.sets_before,
+        u.sets_after
+    );
+    eprintln!("kubectl diff of the children before the upgrade:\n{}", u.diff);
+    nothing_lost("helm upgrade", &u.tally);
+    assert_eq!(u.sets_before.len(), 2, "a render and a Gotenberg ReplicaSet: {:?}", u.sets_before);
+    for set in &u.sets_before {
+        let deployment = set.rsplit_once('-').map(|(d, _)| d).unwrap();
+        let kept = u.sets_after.contains(set);
+        // A pod is replaced exactly when its template truly changed.
+        assert_eq!(
+            kept,
+            !u.changed.iter().any(|c| c == deployment),
+            "{set}: {u:?}",
+            u = u.sets_after
+        );
+    }
+    assert_eq!(u.sets_after.len(), 2, "{:?}", u.sets_after);
+    eprintln!(
+        "the pool in etcd: {} before the upgrade, {} after it, {} after the migration; CRD \
+         storedVersions {:?}",
+        u.stored[0], u.stored[1], u.stored[2], u.stored_versions
+    );
+    assert_eq!(u.stored[0], "renderpool.dev/v1alpha1");
+    assert_eq!(u.stored[2], RenderPool::api_version(&()));
+    assert_eq!(u.stored_versions, ["v1beta1"]);
+    // Then to this release's render pod and example: a changed template, rolled under load.
+    let (before, after) = &u.roll_sets;
+    eprintln!("moving the pool to this release's render pod: ReplicaSets {before:?} -> {after:?}");
+    nothing_lost("the move to this release's render pod", &u.roll_tally);
+    let render = |sets: &[String]| {
+        sets.iter().find(|s| s.starts_with(&format!("{POOL}-render-"))).cloned().unwrap()
+    };
+    assert_ne!(render(before), render(after));
+}
+
+#[tokio::test]
 async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
     let _turn = turn().await;
     let (cluster, _) = node();
@@ -715,6 +998,240 @@ async fn rolling_the_pool_by_a_spec_change_under_load_loses_nothing() {
         started.elapsed().as_secs_f64()
     );
     nothing_lost("a roll in place", &tally);
+}
+
+/// The pool's status and `kubectl get rp` during rollouts on the full node: `kubectl wait
+/// --for=condition=Ready` right after an apply waits for the new generation's pods; a surge pod
+/// with no room shows as Unschedulable (STATUS and LAST ERROR) within 30 s with the strategy
+/// that fits; and ready slots are always the sum of the ready pods' own `/readyz` slots, even
+/// while those pods run a spec with other slots. The pool ends as the example has it.
+#[tokio::test]
+async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress() {
+    let _turn = turn().await;
+    let (cluster, _) = node();
+    let product = product().await;
+    let namespace = product.namespace();
+    let pools: Api<RenderPool> = Api::namespaced(cluster.client().await, namespace);
+    let example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/renderpool-real-node.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut two_slots = example.clone();
+    two_slots["spec"]["slots"] = 2.into();
+    two_slots["spec"]["image"] = product.pool().await.spec.image.into();
+    let checks = SlotChecks::start(namespace);
+
+    // 1. An apply, and kubectl wait at once: it returns when the new generation runs.
+    let generation = product.pool().await.metadata.generation.unwrap();
+    kubectl_apply(namespace, &two_slots);
+    let waited = Instant::now();
+    run(cluster
+        .kubectl()
+        .args(["wait", "--for=condition=Ready", "--timeout=240s", "-n", namespace])
+        .arg(format!("renderpool/{POOL}")))
+    .unwrap();
+    let waited = waited.elapsed();
+    let pool = product.pool().await;
+    let deployment = Api::<Deployment>::namespaced(cluster.client().await, namespace)
+        .get(&format!("{POOL}-render"))
+        .await
+        .unwrap();
+    let status = deployment.status.clone().unwrap();
+    assert_eq!(pool.metadata.generation, Some(generation + 1));
+    assert_eq!(pool.status.as_ref().unwrap().observed_generation, Some(generation + 1));
+    assert_eq!(status.observed_generation, deployment.metadata.generation);
+    assert_eq!(
+        (status.replicas, status.updated_replicas, status.ready_replicas),
+        (Some(2), Some(2), Some(2)),
+        "kubectl wait returned before the rollout was done"
+    );
+    for pod in product.pods("render").await.iter().filter(|p| is_ready(p)) {
+        let ready = get_json(&format!("{}/readyz", pod_url(pod))).await;
+        assert_eq!(ready["plan"]["slots"], 2, "{}: {ready}", pod_name(pod));
+    }
+    eprintln!(
+        "kubectl wait --for=condition=Ready right after the apply of slots 2 returned after \
+         {:.1}s, with both render pods replaced and on 2 slots",
+        waited.as_secs_f64()
+    );
+
+    // 2. Back to one slot with the surge strategy: the surge pod has no room on this node.
+    let patch = serde_json::json!({"spec": {"slots": null, "rollout": {"maxSurge": 1, "maxUnavailable": 0}}});
+    pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let applied = Instant::now();
+    let table = wait::until("get rp showing Unschedulable", Duration::from_secs(30), || async {
+        let table = run(cluster.kubectl().args(["get", "rp", POOL, "-n", namespace])).unwrap();
+        let (status, last_error) = (column(&table, "STATUS"), column(&table, "LAST ERROR"));
+        if status == "Unschedulable" && last_error == "Unschedulable" {
+            Ok(table)
+        } else {
+            Err(table)
+        }
+    })
+    .await;
+    let shown = applied.elapsed();
+    let pool = product.pool().await;
+    let status = pool.status.clone().unwrap();
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    eprintln!(
+        "a surge pod with no room: kubectl get rp {:.1}s after the change:\n{table}Ready: {} \
+         {}: {}\nlastError: {:?}",
+        shown.as_secs_f64(),
+        ready.status,
+        ready.reason,
+        ready.message,
+        status.last_error
+    );
+    assert!(
+        ready.message.contains("cannot be scheduled: 0/1 nodes are available"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("set spec.rollout maxSurge 0 and maxUnavailable 1"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(status.last_error.as_ref().unwrap().reason, "Unschedulable");
+    // Two-slot pods serve while the spec says one slot: ready slots count what serves.
+    assert_eq!((status.slots_per_pod, status.ready_slots), (Some(1), Some(4)), "{status:?}");
+    checks.until_one_differs_from_the_spec().await;
+
+    // 3. The strategy that fits: the rollout moves, and the pool is the example's again.
+    kubectl_apply(namespace, &{
+        let mut back = example.clone();
+        back["spec"]["image"] = two_slots["spec"]["image"].clone();
+        back
+    });
+    settled_at(product, 2).await;
+    let compared = checks.stop().await;
+    for pod in product.pods("render").await {
+        assert_eq!(get_json(&format!("{}/readyz", pod_url(&pod))).await["plan"]["slots"], 1);
+    }
+    eprintln!("ready slots against the ready pods' own /readyz during both rollouts: {compared}");
+}
+
+/// Compares, all through a test, the pool's `status.readySlots` with the sum of the ready
+/// render pods' own `/readyz` slots, whenever the two were read with nothing changing between.
+struct SlotChecks {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Compared>,
+    differing: Arc<AtomicUsize>,
+}
+
+/// What [`SlotChecks`] saw.
+#[derive(Debug, Default)]
+struct Compared {
+    /// Consistent reads compared (all of them equal, or the check panicked).
+    equal: usize,
+    /// Of those, how many while the ready pods' slots differed from the current spec's.
+    while_differing: usize,
+    /// The distinct (ready slots, spec slots per pod) seen.
+    seen: std::collections::BTreeSet<(i32, i32)>,
+}
+
+impl std::fmt::Display for Compared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} consistent reads all equal, {} of them while the pods' slots differed from the \
+             spec's; (readySlots, slotsPerPod) seen: {:?}",
+            self.equal, self.while_differing, self.seen
+        )
+    }
+}
+
+impl SlotChecks {
+    fn start(namespace: &str) -> SlotChecks {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let differing = Arc::new(AtomicUsize::new(0));
+        let (namespace, done, count) = (namespace.to_string(), stop.clone(), differing.clone());
+        let task = tokio::spawn(async move {
+            let pools: Api<RenderPool> =
+                Api::namespaced(Cluster::shared().client().await, &namespace);
+            let mut compared = Compared::default();
+            while !done.load(Ordering::SeqCst) {
+                if let Some((status, sum)) = consistent_read(&pools, &namespace).await {
+                    let (ready, per_pod) =
+                        (status.ready_slots.unwrap(), status.slots_per_pod.unwrap());
+                    assert_eq!(
+                        ready, sum,
+                        "readySlots against the ready pods' /readyz: {status:?}"
+                    );
+                    compared.equal += 1;
+                    compared.seen.insert((ready, per_pod));
+                    if i64::from(sum) != i64::from(per_pod) * i64::from(status.ready_replicas) {
+                        compared.while_differing += 1;
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            compared
+        });
+        SlotChecks { stop, task, differing }
+    }
+
+    /// Waits until a consistent read found the ready pods' slots other than the spec's.
+    async fn until_one_differs_from_the_spec(&self) {
+        wait::until(
+            "a read while the pods' slots differ from the spec's",
+            Duration::from_secs(30),
+            || async {
+                let n = self.differing.load(Ordering::SeqCst);
+                if n > 0 { Ok(()) } else { Err(n) }
+            },
+        )
+        .await;
+    }
+
+    async fn stop(self) -> Compared {
+        self.stop.store(true, Ordering::SeqCst);
+        let compared = self.task.await.unwrap();
+        assert!(compared.while_differing > 0, "{compared}");
+        compared
+    }
+}
+
+/// The pool's status and the sum of its ready render pods' own `/readyz` slots, when neither
+/// the status nor which render pods are ready changed while they were read and for a second
+/// more (time for the operator to see a change the read did not: a status read just before a
+/// pod's change is no statement about it). A Pending pod's own updates change neither.
+async fn consistent_read(
+    pools: &Api<RenderPool>,
+    namespace: &str,
+) -> Option<(renderpool_operator::crd::RenderPoolStatus, i32)> {
+    // The pool's status, and every render pod (terminating ones too) by name and readiness.
+    let snapshot = || async {
+        let status = pools.get(POOL).await.ok()?.status?;
+        let mut pods: Vec<Pod> = all_render_pods_in(namespace).await;
+        pods.sort_by_key(|p| p.name_any());
+        let ready: Vec<(String, bool)> = pods
+            .iter()
+            .map(|p| (p.name_any(), is_ready(p) && p.metadata.deletion_timestamp.is_none()))
+            .collect();
+        Some((status, pods, ready))
+    };
+    let (before, pods, ready) = snapshot().await?;
+    let mut sum = 0;
+    for pod in pods.iter().filter(|p| is_ready(p) && p.metadata.deletion_timestamp.is_none()) {
+        let url = format!("{}/readyz", pod_url(pod));
+        let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+        sum += i32::try_from(answer["plan"]["slots"].as_i64()?).ok()?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (after, _, ready_after) = snapshot().await?;
+    (before == after && ready == ready_after).then_some((after, sum))
+}
+
+/// The cell under `header` in the first row of a `kubectl get` table (cells line up under the
+/// headers, which are separated by two spaces or more).
+fn column(table: &str, header: &str) -> String {
+    let mut lines = table.lines();
+    let head = lines.next().unwrap_or_default();
+    let row = lines.next().unwrap_or_default();
+    let Some(start) = head.find(header) else { return String::new() };
+    row.get(start..).unwrap_or_default().split("  ").next().unwrap_or_default().trim().to_string()
 }
 
 /// The `error.code` of a render pod's JSON error body.

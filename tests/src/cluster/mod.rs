@@ -254,17 +254,7 @@ pub fn run(command: &mut Command) -> Result<String, ClusterError> {
 
 /// As [`run`], with `input` written to the command's stdin (`kubectl apply -f -`).
 pub fn run_with_input(command: &mut Command, input: &[u8]) -> Result<String, ClusterError> {
-    use std::io::Write;
-    use std::process::Stdio;
-    let mut child = command
-        .stdin(if input.is_empty() { Stdio::null() } else { Stdio::piped() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(input)?;
-    }
-    let output = child.wait_with_output()?;
+    let output = output_with_input(command, input)?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
@@ -276,6 +266,25 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Result<String, Clu
             String::from_utf8_lossy(&output.stdout)
         )))
     }
+}
+
+/// Runs `command` with `input` on its stdin and returns what it exited with and wrote, whatever
+/// its exit status (`kubectl diff` exits 1 when it found differences).
+pub fn output_with_input(
+    command: &mut Command,
+    input: &[u8],
+) -> Result<std::process::Output, ClusterError> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(if input.is_empty() { Stdio::null() } else { Stdio::piped() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input)?;
+    }
+    Ok(child.wait_with_output()?)
 }
 
 /// A system binary from PATH or the sbin folders (root's tools live there).
