@@ -10,8 +10,9 @@
 //! The caches only hold objects with the operator's label, so a name missing from them is looked
 //! up on the API server before anything is created under it.
 
-use crate::build::{Children, Component, child_name, office_share_name};
+use crate::build::{Autoscaler, Children, Component, child_name, office_share_name};
 use crate::converge::converged;
+use crate::keda::{self, ScaledObject};
 use crate::metrics::Metrics;
 use crate::ownership::{Claim, claim, owned_by};
 use k8s_openapi::NamespaceResourceScope;
@@ -27,6 +28,26 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+
+/// What a child object is to the generic apply and delete below: a namespaced kind with a
+/// static type that serializes for server-side apply.
+trait Child:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+{
+}
+
+impl<K> Child for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+{
+}
 
 /// The one field manager of everything the operator writes.
 pub const MANAGER: &str = "renderpool-operator";
@@ -101,6 +122,11 @@ pub struct Applied {
     pub conflicts: Vec<String>,
     /// The generation the API server gave each object applied (`Kind name`, generation).
     pub generations: Vec<(String, i64)>,
+    /// The autoscaler is changing hands (HPA and ScaledObject): the new one waits until the
+    /// old one and what it made are gone, so look again soon.
+    pub handing_over: bool,
+    /// The pool wants a ScaledObject and the API server serves no KEDA.
+    pub keda_missing: bool,
 }
 
 /// What became of one child.
@@ -182,12 +208,75 @@ pub async fn apply_children(
     }
     done.record(apply_one(target, &stores.services, render.service, uid).await?);
     done.record(apply_one(target, &stores.pdbs, render.pdb, uid).await?);
-    // Only the autoscaler this pool owns goes: one a person made under the same name stays.
-    done.record(match children.autoscaler {
-        Some(hpa) => apply_one(target, &stores.autoscalers, hpa, uid).await?,
-        None => delete_if_owned(target, &stores.autoscalers, pool, uid).await?,
-    });
+    apply_autoscaler(target, pool, uid, children.autoscaler, &mut done).await?;
     Ok(done)
+}
+
+/// The pool's autoscaler, with one writer of its /scale at every moment: switching between the
+/// HPA and KEDA's ScaledObject deletes the old one first, and the new one is applied only once
+/// the old one (and the HPA KEDA made for it) is gone. Only the autoscaler this pool owns goes:
+/// one a person made under the same name stays.
+async fn apply_autoscaler(
+    target: &Target<'_>,
+    pool: &str,
+    uid: &str,
+    wanted: Option<Autoscaler>,
+    done: &mut Applied,
+) -> Result<(), ApplyError> {
+    let stores = target.stores;
+    let scaled_object = look_up_scaled_object(target, pool).await?;
+    // KEDA's HPA carries the ScaledObject's labels, so the labelled cache holds it too.
+    let keda_hpa = ObjectRef::new(&keda::hpa_name(pool)).within(target.namespace);
+    let keda_hpa_present = stores.autoscalers.get(&keda_hpa).is_some();
+    match wanted {
+        Some(Autoscaler::Keda(desired)) => {
+            let Some(existing) = scaled_object else {
+                done.keda_missing = true;
+                return Ok(());
+            };
+            let hpa_step = delete_if_owned(target, &stores.autoscalers, pool, uid).await?;
+            let hpa_was_there = !matches!(hpa_step, Step::Unchanged);
+            done.record(hpa_step);
+            if hpa_was_there {
+                done.handing_over = true;
+                return Ok(());
+            }
+            done.record(apply_over(target, existing.as_ref(), desired, uid).await?);
+        }
+        Some(Autoscaler::Hpa(hpa)) => {
+            // Its HPA (owned by it) goes after it: both must be gone first.
+            let ours = scaled_object.flatten().filter(|so| owned_by(so.meta(), uid));
+            if let Some(so) = ours {
+                done.record(delete_owned(target, &so, uid).await?);
+                done.handing_over = true;
+            } else if keda_hpa_present {
+                done.handing_over = true;
+            } else {
+                done.record(apply_one(target, &stores.autoscalers, hpa, uid).await?);
+            }
+        }
+        None => {
+            if let Some(so) = scaled_object.flatten() {
+                done.record(delete_owned(target, &so, uid).await?);
+            }
+            done.record(delete_if_owned(target, &stores.autoscalers, pool, uid).await?);
+        }
+    }
+    Ok(())
+}
+
+/// The pool's ScaledObject: `None` when the API server serves no ScaledObjects (no KEDA),
+/// `Some(None)` when it does and there is none under the pool's name. Not cached: the operator
+/// must start and run on clusters without KEDA, where a watch could never sync.
+async fn look_up_scaled_object(
+    target: &Target<'_>,
+    pool: &str,
+) -> Result<Option<Option<ScaledObject>>, ApplyError> {
+    match look_up::<ScaledObject>(target, pool).await {
+        Ok(found) => Ok(Some(found)),
+        Err(ApplyError { source: kube::Error::Api(status), .. }) if status.code == 404 => Ok(None),
+        Err(err) => Err(err),
+    }
 }
 
 async fn apply_one<K>(
@@ -197,22 +286,33 @@ async fn apply_one<K>(
     pool_uid: &str,
 ) -> Result<Step, ApplyError>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + Debug,
+    K: Child,
 {
-    let kind = K::kind(&()).to_string();
     let name = desired.name_any();
     let key = ObjectRef::<K>::new(&name).within(target.namespace);
     let existing = match store.get(&key) {
         Some(cached) => Some(cached),
         None => look_up::<K>(target, &name).await?.map(Arc::new),
     };
-    match claim(existing.as_deref().map(Resource::meta), pool_uid) {
+    apply_over(target, existing.as_deref(), desired, pool_uid).await
+}
+
+/// Applies `desired` over `existing` (what is under its name now, if anything) unless the name
+/// is someone else's or the object already matches.
+async fn apply_over<K>(
+    target: &Target<'_>,
+    existing: Option<&K>,
+    desired: K,
+    pool_uid: &str,
+) -> Result<Step, ApplyError>
+where
+    K: Child,
+{
+    let kind = K::kind(&()).to_string();
+    let name = desired.name_any();
+    match claim(existing.map(Resource::meta), pool_uid) {
         Claim::Theirs => return Ok(Step::Conflict(format!("{kind} {name}"))),
-        Claim::Ours if existing.as_deref().is_some_and(|e| converged(e, &desired, MANAGER)) => {
+        Claim::Ours if existing.is_some_and(|e| converged(e, &desired, MANAGER)) => {
             return Ok(Step::Unchanged);
         }
         // Between the look-up and the apply, a name found free could be taken: that window is
@@ -232,10 +332,7 @@ where
 /// list by name rather than a get: the operator's role grants list, and no get.
 async fn look_up<K>(target: &Target<'_>, name: &str) -> Result<Option<K>, ApplyError>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug,
+    K: Child,
 {
     let api: Api<K> = Api::namespaced(target.client.clone(), target.namespace);
     let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
@@ -250,15 +347,25 @@ async fn delete_if_owned<K>(
     pool_uid: &str,
 ) -> Result<Step, ApplyError>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug,
+    K: Child,
+{
+    match store.get(&ObjectRef::new(name).within(target.namespace)) {
+        Some(existing) => delete_owned(target, existing.as_ref(), pool_uid).await,
+        None => Ok(Step::Unchanged),
+    }
+}
+
+/// Deletes `existing` if the pool owns it and it is not already going.
+async fn delete_owned<K>(
+    target: &Target<'_>,
+    existing: &K,
+    pool_uid: &str,
+) -> Result<Step, ApplyError>
+where
+    K: Child,
 {
     let kind = K::kind(&()).to_string();
-    let Some(existing) = store.get(&ObjectRef::new(name).within(target.namespace)) else {
-        return Ok(Step::Unchanged);
-    };
+    let name = existing.name_any();
     if !owned_by(existing.meta(), pool_uid) || existing.meta().deletion_timestamp.is_some() {
         return Ok(Step::Unchanged);
     }
@@ -270,11 +377,11 @@ where
         preconditions: Some(Preconditions { uid: existing.uid(), resource_version: None }),
         ..DeleteParams::background()
     };
-    match api.delete(name, &params).await {
+    match api.delete(&name, &params).await {
         Ok(_) => Ok(Step::Written(format!("deleted {kind} {name}"), None)),
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
             Ok(Step::Unchanged)
         }
-        Err(source) => Err(target.failed("delete", &kind, name)(source)),
+        Err(source) => Err(target.failed("delete", &kind, &name)(source)),
     }
 }

@@ -47,6 +47,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How soon a pool whose child names are taken looks again: the objects holding them carry no
 /// owner reference to the pool, so freeing a name sends the pool no watch event.
 const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
+/// How soon a pool whose autoscaler changes hands looks again for the old one to be gone.
+const HANDOVER_RECHECK: Duration = Duration::from_secs(2);
 
 /// Which namespaces the operator watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +372,7 @@ async fn reconcile_and_retry(pool: &RenderPool, ctx: &Context) -> Action {
             }
             match outcome {
                 "conflict" => Action::requeue(CONFLICT_RECHECK),
+                "handover" => Action::requeue(HANDOVER_RECHECK),
                 _ if pool.spec.jobs.is_some() => Action::requeue(BACKLOG_REFRESH),
                 _ => Action::requeue(RESYNC),
             }
@@ -409,6 +412,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let mut conflicts = Vec::new();
     let mut generations = (None, None);
     let mut refused = None;
+    let mut handing_over = false;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
         let target = Target {
@@ -422,6 +426,10 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
                 let generation = |component| done.generation_of(&child_name(&name, component));
                 generations = (generation(Component::Render), generation(Component::Gotenberg));
                 (applied, conflicts) = (done.written, done.conflicts);
+                handing_over = done.handing_over;
+                if done.keda_missing {
+                    plan = Err(SpecError::KedaMissing);
+                }
             }
             Err(ApplyError { kind, name, source: kube::Error::Api(status), .. })
                 if status.code == 400 || status.code == 422 =>
@@ -502,6 +510,8 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     }
     Ok(if !conflicts.is_empty() {
         "conflict"
+    } else if handing_over {
+        "handover"
     } else if changed {
         "status"
     } else if applied.is_empty() {

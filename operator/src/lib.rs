@@ -12,6 +12,7 @@ pub mod converge;
 pub mod crd;
 pub mod events;
 pub mod http;
+pub mod keda;
 pub mod leader;
 pub mod metrics;
 pub mod ownership;

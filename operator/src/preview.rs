@@ -2,7 +2,7 @@
 //! applied: what `renderpool-operator children` shows before an upgrade or a spec change, for
 //! `kubectl diff` to compare with what runs.
 
-use crate::build::{Children, MissingMetadata, build};
+use crate::build::{Autoscaler, Children, MissingMetadata, build};
 use crate::crd::{DEPRECATED_VERSIONS, RenderPool};
 use crate::validate::{SpecError, validate};
 use kube::Resource;
@@ -117,8 +117,10 @@ fn manifests(children: Children) -> Result<Vec<Value>, serde_json::Error> {
     out.push(serde_json::to_value(children.render.deployment)?);
     out.push(serde_json::to_value(children.render.service)?);
     out.push(serde_json::to_value(children.render.pdb)?);
-    if let Some(hpa) = children.autoscaler {
-        out.push(serde_json::to_value(hpa)?);
+    match children.autoscaler {
+        Some(Autoscaler::Hpa(hpa)) => out.push(serde_json::to_value(hpa)?),
+        Some(Autoscaler::Keda(scaled_object)) => out.push(serde_json::to_value(scaled_object)?),
+        None => {}
     }
     Ok(out)
 }

@@ -113,6 +113,13 @@ pub enum SpecError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A job pool's autoscaler is a KEDA ScaledObject, and the cluster has no KEDA.
+    #[error(
+        "spec.autoscaling with spec.jobs is run by a KEDA ScaledObject, and this cluster has no \
+         KEDA (the API server serves no scaledobjects.keda.sh): install KEDA v2, or remove \
+         spec.autoscaling to scale the pool by hand; an HPA the pool had is kept meanwhile"
+    )]
+    KedaMissing,
     /// The API server refused a child built from this spec (e.g. a malformed toleration).
     #[error("the API server refused {0}; correct the RenderPool spec")]
     Rejected(String),
@@ -132,6 +139,7 @@ impl SpecError {
             Self::GracePeriodTooLong { .. } => "GracePeriodTooLong",
             Self::Access { .. } => "InvalidClients",
             Self::Jobs { .. } => "InvalidJobs",
+            Self::KedaMissing => "KedaMissing",
             Self::Rejected(_) => "ChildRejected",
         }
     }
@@ -193,7 +201,7 @@ pub fn validate(spec: &RenderPoolSpec) -> Result<PoolPlan, SpecError> {
         jobs::check(jobs)?;
     }
     if let Some(autoscaling) = &spec.autoscaling {
-        check_autoscaling(autoscaling, spec.queue_depth)?;
+        check_autoscaling(autoscaling, spec.queue_depth, spec.jobs.is_some())?;
     }
     let rollout = spec.rollout.unwrap_or_default();
     if rollout.max_surge == 0 && rollout.max_unavailable == 0 {
@@ -304,11 +312,16 @@ fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
         .saturating_add(bounds::GRACE_MARGIN_SECONDS)
 }
 
-/// The autoscaler's figures within their bounds, its floor under its ceiling and its queue
-/// target within what a pod can queue.
-fn check_autoscaling(a: &AutoscalingSpec, queue_depth: i32) -> Result<(), SpecError> {
-    let fields: [(&'static str, Option<i32>, Bound); 5] = [
-        ("spec.autoscaling.minReplicas", Some(a.min_replicas), bounds::AUTOSCALING_REPLICAS),
+/// The autoscaler's figures within their bounds, its floor under its ceiling, its queue
+/// target within what a pod can queue, and zero pods and the backlog trigger only with jobs.
+fn check_autoscaling(
+    a: &AutoscalingSpec,
+    queue_depth: i32,
+    with_jobs: bool,
+) -> Result<(), SpecError> {
+    let backlog = a.backlog.as_ref();
+    let fields: [(&'static str, Option<i32>, Bound); 7] = [
+        ("spec.autoscaling.minReplicas", Some(a.min_replicas), bounds::AUTOSCALING_MIN_REPLICAS),
         ("spec.autoscaling.maxReplicas", Some(a.max_replicas), bounds::AUTOSCALING_REPLICAS),
         (
             "spec.autoscaling.targetBusyPercent",
@@ -321,6 +334,16 @@ fn check_autoscaling(a: &AutoscalingSpec, queue_depth: i32) -> Result<(), SpecEr
             Some(a.scale_down_stabilization_seconds),
             bounds::SCALE_DOWN_STABILIZATION_SECONDS,
         ),
+        (
+            "spec.autoscaling.backlog.targetPendingJobsPerSlot",
+            backlog.map(|b| b.target_pending_jobs_per_slot),
+            bounds::TARGET_PENDING_JOBS_PER_SLOT,
+        ),
+        (
+            "spec.autoscaling.backlog.activationPendingJobs",
+            backlog.map(|b| b.activation_pending_jobs),
+            bounds::ACTIVATION_PENDING_JOBS,
+        ),
     ];
     check_bounds(fields.map(|(field, value, bound)| (field, value.map(i64::from), bound)))?;
     if a.min_replicas > a.max_replicas {
@@ -328,6 +351,27 @@ fn check_autoscaling(a: &AutoscalingSpec, queue_depth: i32) -> Result<(), SpecEr
             field: "spec.autoscaling.minReplicas",
             value: a.min_replicas.to_string(),
             allowed: format!("at most spec.autoscaling.maxReplicas ({})", a.max_replicas),
+        });
+    }
+    if a.min_replicas == 0 && !with_jobs {
+        return Err(SpecError::OutOfRange {
+            field: "spec.autoscaling.minReplicas",
+            value: "0".into(),
+            allowed: "at least 1 without spec.jobs: a pool at zero pods has no pod to answer a \
+                      synchronous request, so only a job backlog may wake it"
+                .into(),
+        });
+    }
+    if backlog.is_some() != with_jobs {
+        return Err(SpecError::Jobs {
+            field: "spec.autoscaling.backlog".into(),
+            problem: if with_jobs {
+                "is required with spec.jobs: it names the NATS monitoring endpoint KEDA reads \
+                 the job backlog from"
+            } else {
+                "needs spec.jobs: without jobs there is no backlog to scale on"
+            }
+            .into(),
         });
     }
     match a.target_queue_depth {
@@ -480,6 +524,7 @@ mod tests {
         for (yaml, field) in [
             ("minReplicas: 5\n  maxReplicas: 4", "spec.autoscaling.minReplicas"),
             ("minReplicas: 0\n  maxReplicas: 4", "spec.autoscaling.minReplicas"),
+            ("maxReplicas: 0", "spec.autoscaling.maxReplicas"),
             ("maxReplicas: 1001", "spec.autoscaling.maxReplicas"),
             ("maxReplicas: 4\n  targetBusyPercent: 0", "spec.autoscaling.targetBusyPercent"),
             ("maxReplicas: 4\n  targetBusyPercent: 101", "spec.autoscaling.targetBusyPercent"),
@@ -494,6 +539,12 @@ mod tests {
             assert_eq!(err.reason(), "OutOfRange", "{yaml}: {err}");
             assert!(err.to_string().starts_with(field), "{yaml}: {err}");
         }
+        // The backlog trigger belongs to job pools only.
+        let yaml =
+            "autoscaling:\n  maxReplicas: 4\n  backlog:\n    natsMonitoringEndpoint: nats:8222";
+        let err = validate(&spec_from_yaml(yaml)).unwrap_err();
+        assert_eq!(err.reason(), "InvalidJobs", "{err}");
+        assert!(err.to_string().starts_with("spec.autoscaling.backlog needs spec.jobs"), "{err}");
         let err = validate(&spec_from_yaml("autoscaling:\n  minReplicas: 5\n  maxReplicas: 4"))
             .unwrap_err();
         assert!(err.to_string().contains("at most spec.autoscaling.maxReplicas (4)"), "{err}");

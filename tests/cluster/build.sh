@@ -3,7 +3,7 @@
 # kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu), the real test
 # node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) and
 # the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider, and
-# KEDA's ScaledObject CRD) and the durable jobs' servers (NATS, the Versity S3 Gateway) from the
+# KEDA with its CRDs) and the durable jobs' servers (NATS, the Versity S3 Gateway) from the
 # pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
 # tool version and go.sum hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
@@ -176,17 +176,21 @@ BUILD_TAGS="remove_all_sd enable_kubernetes_sd" build prometheus "$prometheus_ve
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)" "-s -w" \
   sigs.k8s.io/prometheus-adapter/cmd/adapter
-# KEDA is not built: its ScaledObject CRD (from the module source, checked against the pinned
-# module hash) is what the tests validate the shipped KEDA example against.
-keda_version=v2.21.0 keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
+# KEDA (its operator and its external-metrics adapter, one go build) scales job pools from zero.
+# Its CRDs come from the same module, checked against the pinned module hash.
+keda_version=$(module_version keda github.com/kedacore/keda/v2)
+keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
+# In a folder of their own: "operator" and "adapter" are too plain for the shared bin folder.
+LINK_DIR="$bin/keda" build keda "$keda_version" "-s -w -X=github.com/kedacore/keda/v2/version.Version=${keda_version#v}" \
+  github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter
 if wanted keda; then
   keda_module=github.com/kedacore/keda/v2@$keda_version
-  got_sum=$(module_info "$here" "$keda_module" Sum)
+  got_sum=$(module_info "$here/keda" "$keda_module" Sum)
   [ "$got_sum" = "$keda_sum" ] || { echo "KEDA $keda_version: module hash $got_sum, expected $keda_sum" >&2; exit 1; }
-  keda_dir=$(module_info "$here" "$keda_module" Dir)
+  keda_dir=$(module_info "$here/keda" "$keda_module" Dir)
   rm -rf "$bin/keda-crds"
   mkdir -p "$bin/keda-crds"
-  cp "$keda_dir/config/crd/bases/keda.sh_scaledobjects.yaml" "$bin/keda-crds/"
+  cp "$keda_dir"/config/crd/bases/*.yaml "$bin/keda-crds/"
   chmod -R u+w "$bin/keda-crds"
 fi
 # Karpenter's go.mod asks for Go >= 1.26.9: this one build uses go1.27.3, which the Go proxy serves.

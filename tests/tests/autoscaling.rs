@@ -24,7 +24,7 @@ use renderpool_operator::build::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::wait;
 use renderpool_tests::cluster::metrics::rules_path;
-use renderpool_tests::cluster::{Cluster, HPA_SYNC_SECONDS, run, run_with_input};
+use renderpool_tests::cluster::{Cluster, HPA_SYNC_SECONDS, run_with_input};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{OperatorProcess, RELEASE_NAMESPACE};
 use renderpool_tests::repo_root;
@@ -424,17 +424,8 @@ fn keda_query(namespace: &str, pool: &str) -> String {
 #[tokio::test]
 async fn the_keda_example_is_a_valid_scaled_object_for_kedas_own_crd() {
     let cluster = Cluster::shared();
-    // KEDA v2.21.0's CRD, from its module source (tests/cluster/build.sh).
-    let crd = cluster.bin("keda-crds").join("keda.sh_scaledobjects.yaml");
-    assert!(crd.is_file(), "{} is missing: tests/cluster/build.sh writes it", crd.display());
-    run(cluster.kubectl().args(["apply", "--server-side", "-f"]).arg(&crd)).unwrap();
-    run(cluster.kubectl().args([
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/scaledobjects.keda.sh",
-    ]))
-    .unwrap();
+    // KEDA v2.21.0's CRDs, from its module source (tests/cluster/build.sh).
+    cluster.install_keda_crds().unwrap();
     let example = keda_example();
     assert_eq!(example["spec"]["scaleTargetRef"]["kind"], "RenderPool");
     assert_eq!(example["spec"]["scaleTargetRef"]["apiVersion"], "renderpool.dev/v1beta1");

@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 
 #[path = "e2e/operator_support.rs"]
 mod operator_support;
+#[path = "real_node_jobs/scale_from_zero.rs"]
+mod scale_from_zero;
 use operator_support::{is_settled, kubectl_apply, pool_manifest, wait_pool};
 
 const POOL: &str = "durable";
@@ -67,6 +69,20 @@ fn apply(cluster: &Cluster, namespace: &str, object: &Value) {
 fn secret(name: &str, data: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name },
             "stringData": data })
+}
+
+/// The Secrets [`pool_spec`] names: the NATS token, the S3 keys and the webhook secret.
+fn logins(cluster: &Cluster, namespace: &str) {
+    apply(cluster, namespace, &secret("nats-login", json!({ "token": NATS_TOKEN })));
+    apply(
+        cluster,
+        namespace,
+        &secret(
+            "s3-keys",
+            json!({ "access-key-id": ACCESS_KEY_ID, "secret-access-key": SECRET_ACCESS_KEY }),
+        ),
+    );
+    apply(cluster, namespace, &secret("hooks", json!({ "signing": SECRET })));
 }
 
 /// Two render pods of 600m / 868Mi (one slot each), no Gotenberg, the job servers on the
@@ -115,16 +131,7 @@ impl JobsPool {
         world.put("uploads", "long.pdf", corpus::read(DOCUMENT)).await;
         let namespace = cluster.namespace(prefix).await;
         let ns = namespace.name().to_string();
-        apply(cluster, &ns, &secret("nats-login", json!({ "token": NATS_TOKEN })));
-        apply(
-            cluster,
-            &ns,
-            &secret(
-                "s3-keys",
-                json!({ "access-key-id": ACCESS_KEY_ID, "secret-access-key": SECRET_ACCESS_KEY }),
-            ),
-        );
-        apply(cluster, &ns, &secret("hooks", json!({ "signing": SECRET })));
+        logins(cluster, &ns);
         let pool = pool_manifest(POOL, pool_spec(&world, &node.node_selector()));
         kubectl_apply(cluster, &ns, &pool).unwrap();
         let client = cluster.client().await;

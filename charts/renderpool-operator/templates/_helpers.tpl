@@ -67,6 +67,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [autoscaling]
   resources: [horizontalpodautoscalers]
   verbs: [list, watch, create, patch, delete]
+# Job pools' autoscalers (KEDA); listed by name each pass, never watched, so the operator runs
+# on clusters without KEDA.
+- apiGroups: [keda.sh]
+  resources: [scaledobjects]
+  verbs: [list, create, patch, delete]
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -9,7 +9,9 @@ mod jobs;
 mod office;
 mod render;
 
-pub use autoscaler::{BUSY_SLOT_RATIO_METRIC, QUEUE_DEPTH_METRIC};
+pub use autoscaler::{
+    Autoscaler, BUSY_SLOT_RATIO_METRIC, KEDA_POLLING_SECONDS, QUEUE_DEPTH_METRIC,
+};
 pub use common::{Component, child_name, office_share_name, selector_labels, selector_string};
 pub use gotenberg::{GOTENBERG_PORT, gotenberg_args};
 pub use office::{OFFICE_MOUNT, SHARE_KEY};
@@ -18,7 +20,6 @@ pub use render::RENDER_CONTAINER;
 use crate::crd::RenderPool;
 use crate::validate::PoolPlan;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -60,7 +61,7 @@ pub struct Children {
     /// The Gotenberg pool, absent when disabled.
     pub gotenberg: Option<GotenbergObjects>,
     /// The render pods' autoscaler (named like the pool), absent without `spec.autoscaling`.
-    pub autoscaler: Option<HorizontalPodAutoscaler>,
+    pub autoscaler: Option<Autoscaler>,
     /// `<pool>-render`, admitting only `spec.clients` and `spec.scrapers`; absent without
     /// `spec.clients`.
     pub render_policy: Option<NetworkPolicy>,
@@ -79,7 +80,20 @@ pub fn build(pool: &RenderPool, plan: &PoolPlan) -> Result<Children, MissingMeta
     let ctx = common::Meta { pool: name, namespace, owner };
     let render = render::objects(&ctx, &pool.spec, plan);
     let gotenberg = plan.gotenberg.map(|g| gotenberg::objects(&ctx, &pool.spec, &g, plan.rollout));
-    let autoscaler = pool.spec.autoscaling.as_ref().map(|a| autoscaler::autoscaler(&ctx, a));
+    let autoscaler = pool.spec.autoscaling.as_ref().map(|a| {
+        let backlog = a.backlog.as_ref();
+        match (backlog, &pool.spec.jobs) {
+            (Some(backlog), Some(jobs)) => Autoscaler::Keda(autoscaler::scaled_object(
+                &ctx,
+                a,
+                backlog,
+                &jobs.queue,
+                plan.slots.slots,
+            )),
+            // Validation refuses a backlog trigger without jobs and jobs without one.
+            _ => Autoscaler::Hpa(autoscaler::autoscaler(&ctx, a)),
+        }
+    });
     let render_policy = clients::render_policy(&ctx, &pool.spec);
     Ok(Children { render, gotenberg, autoscaler, render_policy })
 }

@@ -371,7 +371,7 @@ fn autoscaling_makes_an_owned_hpa_on_the_pools_scale_with_the_saturation_metrics
         "autoscaling:\n  minReplicas: 2\n  maxReplicas: 9\n  targetBusyPercent: 65\n  \
          targetQueueDepth: 3\n  scaleDownStabilizationSeconds: 120",
     );
-    let hpa = c.autoscaler.unwrap();
+    let Some(Autoscaler::Hpa(hpa)) = c.autoscaler else { panic!("no HPA") };
     assert_eq!(hpa.metadata.name.as_deref(), Some("docs"), "named exactly like the pool");
     assert_eq!(hpa.metadata.namespace.as_deref(), Some("docs"));
     let owner = &hpa.metadata.owner_references.as_ref().unwrap()[0];
@@ -414,7 +414,10 @@ fn autoscaling_makes_an_owned_hpa_on_the_pools_scale_with_the_saturation_metrics
 #[test]
 fn autoscaling_defaults_to_one_metric_and_is_absent_unless_asked_for() {
     assert!(children("{}").autoscaler.is_none());
-    let spec = children("autoscaling:\n  maxReplicas: 4").autoscaler.unwrap().spec;
+    let Some(Autoscaler::Hpa(hpa)) = children("autoscaling:\n  maxReplicas: 4").autoscaler else {
+        panic!("no HPA")
+    };
+    let spec = hpa.spec;
     assert_eq!((spec.min_replicas, spec.max_replicas), (Some(1), 4));
     let metrics = spec.metrics.unwrap();
     assert_eq!(metrics.len(), 1, "no queue target, no queue metric");

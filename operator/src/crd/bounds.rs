@@ -40,8 +40,15 @@ pub const RESTART_AFTER: Bound = Bound { min: 0, max: 100_000 };
 pub const QUEUE_SIZE: Bound = Bound { min: 1, max: 1000 };
 /// Gotenberg's request timeout in seconds (at most the longest job deadline).
 pub const TIMEOUT_SECONDS: Bound = Bound { min: 1, max: JOB_DEADLINE_MS.max / 1000 };
-/// The autoscaler's replica range: at least one pod (an HPA leaves a target at 0 alone).
+/// The autoscaler's replica ceiling: at least one pod.
 pub const AUTOSCALING_REPLICAS: Bound = Bound { min: 1, max: REPLICAS.max };
+/// The autoscaler's floor: 0 only for a pool that KEDA wakes on its job backlog (an HPA leaves
+/// a target at 0 alone), which [`zero_needs_jobs`] holds.
+pub const AUTOSCALING_MIN_REPLICAS: Bound = Bound { min: 0, max: REPLICAS.max };
+/// The backlog target in jobs pending (queued or running) per slot.
+pub const TARGET_PENDING_JOBS_PER_SLOT: Bound = Bound { min: 1, max: 100_000 };
+/// Pending jobs that wake a pool at zero: above this many, KEDA starts the first pod.
+pub const ACTIVATION_PENDING_JOBS: Bound = Bound { min: 0, max: 1_000_000 };
 /// The busy-slot target in percent of a pod's slots.
 pub const TARGET_BUSY_PERCENT: Bound = Bound { min: 1, max: 100 };
 /// The queue-depth target in jobs waiting per pod (at most a pod's queue).
@@ -152,6 +159,29 @@ pub fn queue_target_within_queue() -> Rule {
         r#""autoscaling.targetQueueDepth %d may not exceed queueDepth %d: a render pod never holds more waiting jobs, so the target could never be reached".format([self.autoscaling.targetQueueDepth, self.queueDepth])"#.into(),
     ))
     .field_path(".autoscaling.targetQueueDepth")
+}
+
+/// A pool at zero pods has nothing to answer a synchronous request: only queued jobs wake it.
+pub fn zero_needs_jobs() -> Rule {
+    Rule::new("!has(self.autoscaling) || self.autoscaling.minReplicas >= 1 || has(self.jobs)")
+        .message(
+            "autoscaling.minReplicas 0 needs spec.jobs: a pool at zero pods has no pod to answer \
+             a synchronous request (no 503 with Retry-After, just a Service with no endpoints), \
+             so only a job backlog may wake it",
+        )
+        .field_path(".autoscaling.minReplicas")
+}
+
+/// With jobs, KEDA scales the pool and must know where to read the backlog; without jobs
+/// there is no backlog to read.
+pub fn backlog_with_jobs() -> Rule {
+    Rule::new("!has(self.autoscaling) || has(self.autoscaling.backlog) == has(self.jobs)")
+        .message(
+            "with spec.jobs, autoscaling.backlog names the NATS monitoring endpoint KEDA reads the \
+         job backlog from (the pool is then scaled by a KEDA ScaledObject, not an HPA); without \
+         spec.jobs there is no backlog, so leave autoscaling.backlog out",
+        )
+        .field_path(".autoscaling.backlog")
 }
 
 /// A rollout must be allowed to add a pod or to take one away, or it could never move.

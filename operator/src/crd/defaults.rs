@@ -91,3 +91,11 @@ pub fn access_key_id_key() -> String {
 pub fn secret_access_key_key() -> String {
     "secret-access-key".into()
 }
+/// The account of a NATS server without accounts configured.
+pub fn nats_account() -> String {
+    "$G".into()
+}
+/// Two pending jobs per slot: one running, one waiting.
+pub fn target_pending_jobs_per_slot() -> i32 {
+    2
+}

@@ -89,6 +89,8 @@ pub use jobs::{
 #[x_kube(validation = bounds::gotenberg_timeout_within_deadline())]
 #[x_kube(validation = bounds::queue_target_within_queue())]
 #[x_kube(validation = bounds::grace_fits_node_autoscalers())]
+#[x_kube(validation = bounds::zero_needs_jobs())]
+#[x_kube(validation = bounds::backlog_with_jobs())]
 #[x_kube(validation = Rule::new("!has(self.scrapers) || has(self.clients)")
     .message("spec.scrapers needs spec.clients: without clients every pod may reach the pool"))]
 #[serde(rename_all = "camelCase")]
@@ -198,8 +200,11 @@ pub struct RenderPoolSpec {
     pub gotenberg: GotenbergSpec,
 
     /// Scale the render pods on their saturation: the operator keeps a HorizontalPodAutoscaler
-    /// named like the pool that sets replicas through /scale. Omit to scale by hand (the
-    /// operator then deletes the autoscaler it made).
+    /// named like the pool that sets replicas through /scale. With spec.jobs it keeps a KEDA
+    /// ScaledObject named like the pool instead, which also scales on the job backlog and may
+    /// take the pool to zero pods (KEDA must be installed; without its CRD the pool is Degraded,
+    /// reason KedaMissing). Omit to scale by hand (the operator then deletes the autoscaler it
+    /// made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
 
@@ -319,11 +324,13 @@ pub struct SecretKeyRef {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = bounds::min_within_max())]
 pub struct AutoscalingSpec {
-    /// Fewest render pods the autoscaler keeps, at least 1.
+    /// Fewest render pods the autoscaler keeps. 0 only with spec.jobs: the pool then sleeps
+    /// with no pod while no job is pending and wakes on the first one; a synchronous request
+    /// meanwhile finds no pod at all (the Service has no endpoints), not a 503.
     #[serde(default = "defaults::min_replicas")]
     #[schemars(range(
-        min = bounds::AUTOSCALING_REPLICAS.min,
-        max = bounds::AUTOSCALING_REPLICAS.max
+        min = bounds::AUTOSCALING_MIN_REPLICAS.min,
+        max = bounds::AUTOSCALING_MIN_REPLICAS.max
     ))]
     pub min_replicas: i32,
 
@@ -357,6 +364,62 @@ pub struct AutoscalingSpec {
         max = bounds::SCALE_DOWN_STABILIZATION_SECONDS.max
     ))]
     pub scale_down_stabilization_seconds: i32,
+
+    /// The job backlog trigger, required with spec.jobs (and refused without): KEDA reads the
+    /// pool's consumer on the NATS monitoring endpoint and adds pods while more jobs are
+    /// pending (queued or running) than the target per slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<BacklogTrigger>,
+
+    /// With spec.jobs: the Prometheus server (http:// or https://) KEDA asks for the pool's
+    /// busy-slot ratio, so synchronous load still scales the pool (toward targetBusyPercent).
+    /// Prometheus must scrape the render pods with the labels of
+    /// deploy/autoscaling/prometheus-scrape.yaml. Omit to scale a job pool on its backlog alone.
+    /// Ignored without spec.jobs (the HPA reads the ratio through prometheus-adapter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')")
+        .message("autoscaling.prometheusAddress must start with http:// or https://"))]
+    pub prometheus_address: Option<String>,
+}
+
+/// Where KEDA reads the job backlog, and how many pending jobs a slot should have.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BacklogTrigger {
+    /// The NATS server's monitoring endpoint as host:port (its -m port, e.g.
+    /// nats.nats.svc:8222), where KEDA reads /jsz; the pool's stream and its consumer render
+    /// follow from spec.jobs.queue.
+    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(pattern(r"^[^/\s]+:[0-9]{1,5}$"))]
+    pub nats_monitoring_endpoint: String,
+
+    /// Read the monitoring endpoint over https.
+    #[serde(default)]
+    pub use_https: bool,
+
+    /// The NATS account holding the stream; $G is the account of a server without accounts.
+    #[serde(default = "defaults::nats_account")]
+    #[schemars(length(min = 1, max = 256))]
+    pub account: String,
+
+    /// Pending jobs (queued plus running) per render slot the pool aims for: KEDA wants
+    /// pending / (target x slots per pod) pods.
+    #[serde(default = "defaults::target_pending_jobs_per_slot")]
+    #[schemars(range(
+        min = bounds::TARGET_PENDING_JOBS_PER_SLOT.min,
+        max = bounds::TARGET_PENDING_JOBS_PER_SLOT.max
+    ))]
+    pub target_pending_jobs_per_slot: i32,
+
+    /// Pending jobs above which a pool at zero wakes (KEDA's activation threshold, apart from
+    /// the scaling target): 0 wakes it on the first job.
+    #[serde(default)]
+    #[schemars(range(
+        min = bounds::ACTIVATION_PENDING_JOBS.min,
+        max = bounds::ACTIVATION_PENDING_JOBS.max
+    ))]
+    pub activation_pending_jobs: i32,
 }
 
 /// Kubernetes image pull policy.

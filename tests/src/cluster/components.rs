@@ -129,6 +129,7 @@ pub(super) fn start_all(bin_dir: PathBuf) -> Result<Cluster, ClusterError> {
         real_node: Default::default(),
         metrics: Default::default(),
         karpenter: Default::default(),
+        keda: Default::default(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! A real Kubernetes control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and kwok fake nodes, built from pinned Go modules by
 //! `tests/cluster/build.sh`; on request also one real node ([`Cluster::real_node`]), the
-//! autoscaling metrics pipeline ([`Cluster::metrics`]) and Karpenter ([`Cluster::karpenter`]).
+//! autoscaling metrics pipeline ([`Cluster::metrics`]), Karpenter ([`Cluster::karpenter`]) and
+//! KEDA ([`Cluster::keda`]).
 //!
 //! The API server keeps an audit log of what ServiceAccounts write ([`Cluster::audited_writes`]).
 //!
@@ -9,9 +10,11 @@
 //! namespace ([`Cluster::namespace`]). Everything stops when the test process exits.
 
 pub mod addresses;
+mod aggregated;
 pub mod audit;
 mod components;
 pub mod karpenter;
+mod keda;
 mod kubeconfig;
 pub mod metrics;
 mod namespace;
@@ -29,6 +32,7 @@ use std::sync::OnceLock;
 pub(crate) use components::bin_dir;
 pub use components::{HPA_SYNC_SECONDS, KWOK_NODE_LEASE_SECONDS};
 pub use karpenter::Karpenter;
+pub use keda::Keda;
 pub use metrics::MetricsPipeline;
 pub use namespace::TestNamespace;
 pub use real_node::RealNode;
@@ -68,6 +72,7 @@ pub struct Cluster {
     real_node: OnceLock<RealNode>,
     metrics: OnceLock<MetricsPipeline>,
     karpenter: OnceLock<Karpenter>,
+    keda: OnceLock<Keda>,
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
@@ -116,6 +121,15 @@ impl Cluster {
             self.real_node();
             MetricsPipeline::start(self)
                 .unwrap_or_else(|err| panic!("metrics pipeline failed: {err}"))
+        })
+    }
+
+    /// This cluster's KEDA, started by the first caller with the real node (its adapter
+    /// listens on the node's bridge).
+    pub fn keda(&self) -> &Keda {
+        self.keda.get_or_init(|| {
+            self.real_node();
+            Keda::start(self).unwrap_or_else(|err| panic!("KEDA failed: {err}"))
         })
     }
 

@@ -8,6 +8,7 @@ mod operator_autoscaling;
 mod operator_conflict;
 mod operator_drift;
 mod operator_jobs;
+mod operator_keda;
 mod operator_lifecycle;
 mod operator_limits;
 mod operator_office;

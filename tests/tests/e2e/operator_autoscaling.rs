@@ -207,7 +207,16 @@ async fn bad_autoscaling_specs_are_refused_with_the_crds_message() {
             "should be less than or equal to 100",
         ),
         (json!({"maxReplicas": 4, "targetQueueDepth": 0}), "should be greater than or equal to 1"),
-        (json!({"minReplicas": 0, "maxReplicas": 4}), "should be greater than or equal to 1"),
+        // Zero pods only for a job pool, which a backlog wakes; nothing wakes a sync-only pool.
+        (
+            json!({"minReplicas": 0, "maxReplicas": 4}),
+            "autoscaling.minReplicas 0 needs spec.jobs: a pool at zero pods has no pod to answer \
+             a synchronous request",
+        ),
+        (
+            json!({"maxReplicas": 4, "backlog": {"natsMonitoringEndpoint": "nats:8222"}}),
+            "without spec.jobs there is no backlog, so leave autoscaling.backlog out",
+        ),
         (json!({"minReplicas": 2}), "spec.autoscaling.maxReplicas: Required value"),
         (
             json!({"maxReplicas": 4, "scaleDownStabilizationSeconds": 3601}),

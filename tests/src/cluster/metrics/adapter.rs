@@ -2,27 +2,25 @@
 //! aggregation layer, with the rules the product ships
 //! (`deploy/autoscaling/prometheus-adapter-rules.yaml`).
 //!
-//! The API server refuses loopback endpoint addresses, so the adapter listens on the real
-//! node's bridge address (as CoreDNS does): its APIService names a Service without a selector
-//! whose EndpointSlice the harness writes, and the API server dials that address directly
-//! (`--enable-aggregator-routing`). It authenticates callers by the front-proxy headers and
-//! asks the API server who may read what (delegated authentication and authorization).
+//! It listens on the real node's bridge address ([`crate::cluster::aggregated`]), authenticates
+//! callers by the front-proxy headers and asks the API server who may read what (delegated
+//! authentication and authorization).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::cluster::addresses::BRIDGE_IP;
+use crate::cluster::aggregated::AggregatedApi;
 use crate::repo_root;
 
-/// The API group and version the adapter serves.
-pub const GROUP: &str = "custom.metrics.k8s.io";
-/// The version registered with the aggregation layer (the HPA controller's preferred one).
-pub const VERSION: &str = "v1beta2";
-/// Namespace of the adapter's Service and EndpointSlice.
-pub const NAMESPACE: &str = "renderpool-metrics";
-/// The adapter's Service, named in its APIService.
-pub const SERVICE: &str = "prometheus-adapter";
+/// The API the adapter serves: custom metrics, in the version the HPA controller prefers.
+pub(super) const API: AggregatedApi = AggregatedApi {
+    group: "custom.metrics.k8s.io",
+    version: "v1beta2",
+    namespace: "renderpool-metrics",
+    service: "prometheus-adapter",
+};
 /// How often the adapter lists Prometheus's series to learn which metrics exist (its default is
 /// 10 minutes; a pod's series is served only once a relist has seen it).
 pub const RELIST_SECONDS: u32 = 5;
@@ -30,16 +28,6 @@ pub const RELIST_SECONDS: u32 = 5;
 /// The rule file, where the product ships it.
 pub fn rules_path() -> PathBuf {
     repo_root().join("deploy/autoscaling/prometheus-adapter-rules.yaml")
-}
-
-/// The APIService's name.
-pub fn api_service_name() -> String {
-    format!("{VERSION}.{GROUP}")
-}
-
-/// The DNS name the API server checks the adapter's serving certificate against.
-pub(super) fn service_dns_name() -> String {
-    format!("{SERVICE}.{NAMESPACE}.svc")
 }
 
 /// Delegated authentication and authorization for the adapter's identity, read access to what
@@ -51,73 +39,29 @@ pub(super) fn api_objects(user: &str, ca_bundle: &Value, port: u16) -> Value {
     let subject =
         json!([{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]);
     let role_ref = |kind: &str, name: &str| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name });
-    let ports = json!([{ "name": "https", "protocol": "TCP", "port": port }]);
     let [role, binding] = super::read_access(name, user, &["namespaces", "pods"]);
-    json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            role,
-            binding,
-            {
-                // TokenReviews and SubjectAccessReviews: who is calling, and may they.
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": { "name": format!("{name}:auth-delegator") },
-                "roleRef": role_ref("ClusterRole", "system:auth-delegator"),
-                "subjects": subject,
-            },
-            {
-                // The front-proxy CA and allowed names the API server publishes.
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": { "name": format!("{name}:auth-reader"), "namespace": "kube-system" },
-                "roleRef": role_ref("Role", "extension-apiserver-authentication-reader"),
-                "subjects": subject,
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": { "name": NAMESPACE },
-            },
-            {
-                // No selector: the endpoint controllers leave its EndpointSlice to us.
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": { "name": SERVICE, "namespace": NAMESPACE },
-                "spec": { "ports": [{ "name": "https", "protocol": "TCP", "port": 443,
-                                      "targetPort": port }] },
-            },
-            {
-                "apiVersion": "discovery.k8s.io/v1",
-                "kind": "EndpointSlice",
-                "metadata": {
-                    "name": format!("{SERVICE}-host"),
-                    "namespace": NAMESPACE,
-                    "labels": {
-                        "kubernetes.io/service-name": SERVICE,
-                        "endpointslice.kubernetes.io/managed-by": "renderpool-tests",
-                    },
-                },
-                "addressType": "IPv4",
-                "endpoints": [{ "addresses": [BRIDGE_IP], "conditions": { "ready": true } }],
-                "ports": ports,
-            },
-            {
-                "apiVersion": "apiregistration.k8s.io/v1",
-                "kind": "APIService",
-                "metadata": { "name": api_service_name() },
-                "spec": {
-                    "group": GROUP,
-                    "version": VERSION,
-                    "service": { "namespace": NAMESPACE, "name": SERVICE, "port": 443 },
-                    "caBundle": ca_bundle,
-                    "groupPriorityMinimum": 100,
-                    "versionPriority": 200,
-                },
-            },
-        ],
-    })
+    let mut items = vec![
+        role,
+        binding,
+        // TokenReviews and SubjectAccessReviews: who is calling, and may they.
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": { "name": format!("{name}:auth-delegator") },
+            "roleRef": role_ref("ClusterRole", "system:auth-delegator"),
+            "subjects": subject,
+        }),
+        // The front-proxy CA and allowed names the API server publishes.
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": { "name": format!("{name}:auth-reader"), "namespace": "kube-system" },
+            "roleRef": role_ref("Role", "extension-apiserver-authentication-reader"),
+            "subjects": subject,
+        }),
+    ];
+    items.extend(API.objects(ca_bundle, port));
+    json!({ "apiVersion": "v1", "kind": "List", "items": items })
 }
 
 /// What the adapter is started with.
@@ -162,7 +106,7 @@ mod tests {
         };
         let api_service = find("APIService");
         assert_eq!(api_service["metadata"]["name"], "v1beta2.custom.metrics.k8s.io");
-        assert_eq!(api_service["spec"]["service"]["name"], SERVICE);
+        assert_eq!(api_service["spec"]["service"]["name"], API.service);
         assert_eq!(api_service["spec"]["caBundle"], "Q0E=");
         let service = find("Service");
         assert!(service["spec"]["selector"].is_null(), "the harness writes its endpoints");

@@ -22,7 +22,7 @@ pub use adapter::{RELIST_SECONDS, rules_path};
 pub use prometheus::{OPERATOR_JOB, SCRAPE_SECONDS, operator_job, scrape_config_path};
 
 use super::components::{spawn, wait_until};
-use super::{Cluster, ClusterError, run, run_with_input};
+use super::{Cluster, ClusterError, run_with_input};
 use crate::free_port;
 
 /// Prometheus and prometheus-adapter, running; see the module doc.
@@ -181,8 +181,8 @@ impl MetricsPipeline {
     ) -> Result<BTreeMap<String, f64>, ClusterError> {
         let path = format!(
             "/apis/{}/{}/namespaces/{namespace}/pods/*/{metric}",
-            adapter::GROUP,
-            adapter::VERSION
+            adapter::API.group,
+            adapter::API.version
         );
         let request = http::Request::get(&path)
             .body(Vec::new())
@@ -222,7 +222,7 @@ fn start_adapter(cluster: &Cluster, dir: &Path, prometheus_url: &str) -> Result<
         "/CN=prometheus-adapter",
         &format!(
             "subjectAltName=DNS:{},IP:{}\nextendedKeyUsage=serverAuth\n",
-            adapter::service_dns_name(),
+            adapter::API.service_dns_name(),
             super::addresses::BRIDGE_IP
         ),
     )?;
@@ -246,13 +246,7 @@ fn start_adapter(cluster: &Cluster, dir: &Path, prometheus_url: &str) -> Result<
     let args = adapter::args(&settings);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let pid = spawn(&cluster.bin_dir, dir, "prometheus-adapter", &args)?;
-    // Available means the API server reached it through the aggregation layer and it answered.
-    let jsonpath = r#"jsonpath={.status.conditions[?(@.type=="Available")].status}"#;
-    let name = adapter::api_service_name();
-    wait_until(dir, "prometheus-adapter", Duration::from_secs(90), || {
-        run(cluster.kubectl().args(["get", "apiservice", &name, "-o", jsonpath]))
-            .is_ok_and(|status| status.trim() == "True")
-    })?;
+    adapter::API.wait_available(cluster, dir, "prometheus-adapter")?;
     Ok(pid)
 }
 

@@ -1,0 +1,190 @@
+//! A job pool that sleeps at zero pods and wakes on its backlog: the operator's KEDA
+//! ScaledObject (real KEDA, `Cluster::keda`) on the pool's NATS consumer. The pool starts at one
+//! pod, which makes the stream and its consumer; KEDA takes it to zero after the cooldown; 50
+//! jobs published straight to NATS (no pod is there to take POST /v1/jobs) bring a pod up, all
+//! finish once, and the pool goes back to zero. The timeline is printed.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use renderpool_api::jobs::{JobId, JobStatus, State};
+use renderpool_operator::crd::RenderPool;
+use renderpool_operator::keda::ScaledObject;
+use renderpool_testkit::wait;
+use renderpool_tests::cluster::Cluster;
+use renderpool_tests::cluster::addresses::BRIDGE_IP;
+use renderpool_tests::jobs::{World, message};
+use renderpool_tests::operator::OperatorProcess;
+use serde_json::json;
+
+use super::operator_support::{condition, kubectl_apply, pool_manifest, wait_pool};
+use super::{DOCUMENT, NATS_TOKEN, POOL, logins, pool_spec, turn};
+
+/// Jobs published to the sleeping pool.
+const JOBS: usize = 50;
+/// Seconds without pending jobs before KEDA takes the pool from one pod to none (the pool's
+/// scale-down window): short, so the test sees both ways.
+const COOLDOWN_SECONDS: u64 = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_again() {
+    let _turn = turn().await;
+    OperatorProcess::shared().await;
+    let cluster = Cluster::shared_with_real_node();
+    let node = cluster.real_node();
+    let keda_started = Instant::now();
+    cluster.keda();
+    eprintln!("KEDA operator and adapter up in {:.1}s", keda_started.elapsed().as_secs_f64());
+    let world = World::start_on(BRIDGE_IP, Some(NATS_TOKEN)).await;
+    world.put("uploads", "long.pdf", renderpool_testkit::corpus::read(DOCUMENT)).await;
+    let namespace = cluster.namespace("jobs-zero").await;
+    let ns = namespace.name().to_string();
+    logins(cluster, &ns);
+    let mut spec = pool_spec(&world, &node.node_selector());
+    spec["replicas"] = json!(1);
+    let monitor = world.nats.monitor_url();
+    spec["autoscaling"] = json!({
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "scaleDownStabilizationSeconds": COOLDOWN_SECONDS,
+        "backlog": {
+            "natsMonitoringEndpoint": monitor.trim_start_matches("http://"),
+            "targetPendingJobsPerSlot": 4,
+        },
+    });
+    kubectl_apply(cluster, &ns, &pool_manifest(POOL, spec)).unwrap();
+    let client = cluster.client().await;
+    let pools: Api<RenderPool> = Api::namespaced(client.clone(), &ns);
+    let scaled_objects: Api<ScaledObject> = Api::namespaced(client.clone(), &ns);
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
+
+    // The first pod makes the stream and the consumer KEDA reads; then the pool sleeps.
+    let created = Instant::now();
+    wait_pool(&pools, POOL, Duration::from_secs(240), |pool| {
+        pool.status.as_ref().is_some_and(|s| s.ready_replicas == 1)
+    })
+    .await;
+    let so = wait::until("the pool's ScaledObject", Duration::from_secs(60), || async {
+        scaled_objects.get_opt(POOL).await.ok().flatten().ok_or("absent")
+    })
+    .await;
+    assert_eq!(so.spec.min_replica_count, 0);
+    assert!(hpas.get_opt(POOL).await.unwrap().is_none(), "no HPA of the operator's beside KEDA's");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let sleep_bound = Duration::from_secs(COOLDOWN_SECONDS * 6 + 120);
+    asleep(&pools, &pods, sleep_bound).await;
+    eprintln!(
+        "asleep at zero pods {:.1}s after the pool was created",
+        created.elapsed().as_secs_f64()
+    );
+    let pool = pools.get(POOL).await.unwrap();
+    assert_eq!(
+        condition(&pool, "Degraded").map(|c| c.0),
+        Some("False".into()),
+        "{:?}",
+        pool.status
+    );
+
+    // 50 jobs, published to the stream by any publisher of the account.
+    let published = Instant::now();
+    let mut ids = Vec::new();
+    for n in 0..JOBS {
+        let key = format!("zero-{n}");
+        world
+            .publish(&message(
+                &key,
+                "s3://uploads/long.pdf",
+                json!([{"op": "info"}]),
+                &format!("s3://results/{key}"),
+            ))
+            .await;
+        ids.push(JobId::from_key(&key));
+    }
+    let first_ready = wait::until("a render pod Ready", Duration::from_secs(180), || async {
+        let pool = pools.get(POOL).await.map_err(|e| e.to_string())?;
+        let ready = pool.status.as_ref().map_or(0, |s| s.ready_replicas);
+        if ready >= 1 { Ok(Instant::now()) } else { Err(format!("{ready} ready")) }
+    })
+    .await;
+    let seen = Mutex::new(Seen::default());
+    wait::until("every job done", Duration::from_secs(300), || async {
+        let mut states = Vec::new();
+        for id in &ids {
+            states.extend(world.state(id).await);
+        }
+        let running = render_pods(&pods).await;
+        let mut seen = seen.lock().unwrap();
+        seen.record(states, running);
+        let done = seen.states.values().filter(|s| s.state == State::Done).count();
+        if done == JOBS { Ok(()) } else { Err(format!("{done} of {JOBS} done")) }
+    })
+    .await;
+    let seen = seen.into_inner().unwrap();
+    let all_done = Instant::now();
+    let twice: Vec<&JobStatus> = seen.states.values().filter(|s| s.deliveries != 1).collect();
+    assert!(twice.is_empty(), "every job delivered once: {twice:?}");
+    for (key, id) in (0..JOBS).map(|n| format!("zero-{n}")).zip(&ids) {
+        let outputs = world.outputs_of(&key, id).await;
+        assert_eq!(outputs.len(), 2, "{key}: the info and the manifest: {outputs:?}");
+    }
+    asleep(&pools, &pods, sleep_bound).await;
+    let slept = Instant::now();
+    eprintln!(
+        "from zero: {JOBS} jobs published; first pod Ready {:.1}s and first job started {:.1}s \
+         after the first publish; all {JOBS} done (each delivered once, outputs whole) {:.1}s \
+         after it with at most {} pods; back at zero pods {:.1}s after the last job \
+         (cooldown {COOLDOWN_SECONDS}s)",
+        (first_ready - published).as_secs_f64(),
+        seen.first_started.map_or(f64::NAN, |t| (t - published).as_secs_f64()),
+        (all_done - published).as_secs_f64(),
+        seen.peak_pods,
+        (slept - all_done).as_secs_f64(),
+    );
+}
+
+/// What the wait for the jobs saw: each job's latest state, when the first left the queue and
+/// the most render pods at once.
+#[derive(Default)]
+struct Seen {
+    states: BTreeMap<String, JobStatus>,
+    first_started: Option<Instant>,
+    peak_pods: usize,
+}
+
+impl Seen {
+    fn record(&mut self, states: Vec<JobStatus>, pods: usize) {
+        if self.first_started.is_none() && states.iter().any(|s| s.state != State::Queued) {
+            self.first_started = Some(Instant::now());
+        }
+        for state in states {
+            self.states.insert(state.id.as_str().to_string(), state);
+        }
+        self.peak_pods = self.peak_pods.max(pods);
+    }
+}
+
+/// The pool's render pods that exist now (any phase).
+async fn render_pods(pods: &Api<Pod>) -> usize {
+    let render = ListParams::default()
+        .labels(&format!("app.kubernetes.io/instance={POOL},app.kubernetes.io/component=render"));
+    pods.list(&render).await.map_or(0, |list| list.items.len())
+}
+
+/// Waits until the pool asks for zero pods and none is left.
+async fn asleep(pools: &Api<RenderPool>, pods: &Api<Pod>, within: Duration) {
+    wait::until("the pool at zero pods", within, || async {
+        let replicas = pools.get(POOL).await.map(|p| p.spec.replicas).map_err(|e| e.to_string())?;
+        let running = render_pods(pods).await;
+        if replicas == 0 && running == 0 {
+            Ok(())
+        } else {
+            Err(format!("{replicas} asked, {running} pods"))
+        }
+    })
+    .await;
+}
