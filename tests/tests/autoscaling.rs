@@ -36,6 +36,8 @@ use operator_support::{is_settled, wait_pool};
 
 #[path = "autoscaling/alerting.rs"]
 mod alerting;
+#[path = "autoscaling/keda.rs"]
+mod keda;
 
 /// One real-node test at a time: each fills the node's two CPUs with its pool.
 async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
@@ -168,6 +170,21 @@ struct Watch {
 }
 
 impl Watch {
+    /// Watches the ramp pool in `namespace`, the clock starting now.
+    fn new(cluster: &'static Cluster, client: kube::Client, namespace: &str) -> Watch {
+        Watch {
+            cluster,
+            pools: Api::namespaced(client.clone(), namespace),
+            pods: Api::namespaced(client.clone(), namespace),
+            client,
+            namespace: namespace.to_string(),
+            started: Instant::now(),
+            finished: None,
+            template_hashes: BTreeSet::new(),
+            timeline: Vec::new(),
+        }
+    }
+
     async fn mean(&self, metric: &str) -> Option<f64> {
         let values =
             self.cluster.metrics().pod_metric(&self.client, &self.namespace, metric).await.ok()?;
@@ -291,17 +308,7 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     );
     let pdf = renderpool_testkit::corpus::read(LOAD_DOCUMENT);
 
-    let mut watch = Watch {
-        cluster,
-        client: client.clone(),
-        namespace: ns.clone(),
-        pools: pools.clone(),
-        pods: Api::namespaced(client.clone(), &ns),
-        started: Instant::now(),
-        finished: None,
-        template_hashes: BTreeSet::new(),
-        timeline: Vec::new(),
-    };
+    let mut watch = Watch::new(cluster, client.clone(), &ns);
     eprintln!("timeline (t from the load's start; busy and queue as the adapter serves them):");
     let load_started = watch.started;
     let mut load = Load::start(&url, pdf, 0);

@@ -31,80 +31,109 @@ const JOBS: usize = 50;
 /// scale-down window): short, so the test sees both ways.
 const COOLDOWN_SECONDS: u64 = 20;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_again() {
-    let _turn = turn().await;
-    OperatorProcess::shared().await;
-    let cluster = Cluster::shared_with_real_node();
-    let node = cluster.real_node();
-    let keda_started = Instant::now();
-    cluster.keda();
-    eprintln!("KEDA operator and adapter up in {:.1}s", keda_started.elapsed().as_secs_f64());
-    let world = World::start_on(BRIDGE_IP, Some(NATS_TOKEN)).await;
-    world.put("uploads", "long.pdf", renderpool_testkit::corpus::read(DOCUMENT)).await;
-    let namespace = cluster.namespace("jobs-zero").await;
-    let ns = namespace.name().to_string();
-    logins(cluster, &ns);
-    let mut spec = pool_spec(&world, &node.node_selector());
-    spec["replicas"] = json!(1);
-    let monitor = world.nats.monitor_url();
-    spec["autoscaling"] = json!({
-        "minReplicas": 0,
-        "maxReplicas": 2,
-        "scaleDownStabilizationSeconds": COOLDOWN_SECONDS,
-        "backlog": {
-            "natsMonitoringEndpoint": monitor.trim_start_matches("http://"),
-            "targetPendingJobsPerSlot": 4,
-        },
-    });
-    kubectl_apply(cluster, &ns, &pool_manifest(POOL, spec)).unwrap();
-    let client = cluster.client().await;
-    let pools: Api<RenderPool> = Api::namespaced(client.clone(), &ns);
-    let scaled_objects: Api<ScaledObject> = Api::namespaced(client.clone(), &ns);
-    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
+/// A job pool at zero pods with KEDA's ScaledObject between 0 and `max_replicas`, its stream and
+/// consumer made by the one pod it started with, and the servers its pods use.
+struct SleepingPool {
+    _namespace: renderpool_tests::cluster::TestNamespace,
+    world: World,
+    pools: Api<RenderPool>,
+    pods: Api<Pod>,
+}
 
-    // The first pod makes the stream and the consumer KEDA reads; then the pool sleeps.
-    let created = Instant::now();
-    wait_pool(&pools, POOL, Duration::from_secs(240), |pool| {
-        pool.status.as_ref().is_some_and(|s| s.ready_replicas == 1)
-    })
-    .await;
-    let so = wait::until("the pool's ScaledObject", Duration::from_secs(60), || async {
-        scaled_objects.get_opt(POOL).await.ok().flatten().ok_or("absent")
-    })
-    .await;
-    assert_eq!(so.spec.min_replica_count, 0);
-    assert!(hpas.get_opt(POOL).await.unwrap().is_none(), "no HPA of the operator's beside KEDA's");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let sleep_bound = Duration::from_secs(COOLDOWN_SECONDS * 6 + 120);
-    asleep(&pools, &pods, sleep_bound).await;
-    eprintln!(
-        "asleep at zero pods {:.1}s after the pool was created",
-        created.elapsed().as_secs_f64()
-    );
-    let pool = pools.get(POOL).await.unwrap();
-    assert_eq!(
-        condition(&pool, "Degraded").map(|c| c.0),
-        Some("False".into()),
-        "{:?}",
-        pool.status
-    );
+impl SleepingPool {
+    async fn start(prefix: &str, max_replicas: i32) -> SleepingPool {
+        OperatorProcess::shared().await;
+        let cluster = Cluster::shared_with_real_node();
+        let node = cluster.real_node();
+        let keda_started = Instant::now();
+        cluster.keda();
+        eprintln!("KEDA operator and adapter up in {:.1}s", keda_started.elapsed().as_secs_f64());
+        let world = World::start_on(BRIDGE_IP, Some(NATS_TOKEN)).await;
+        world.put("uploads", "long.pdf", renderpool_testkit::corpus::read(DOCUMENT)).await;
+        let namespace = cluster.namespace(prefix).await;
+        let ns = namespace.name().to_string();
+        logins(cluster, &ns);
+        let mut spec = pool_spec(&world, &node.node_selector());
+        spec["replicas"] = json!(1);
+        let monitor = world.nats.monitor_url();
+        spec["autoscaling"] = json!({
+            "minReplicas": 0,
+            "maxReplicas": max_replicas,
+            "scaleDownStabilizationSeconds": COOLDOWN_SECONDS,
+            "backlog": {
+                "natsMonitoringEndpoint": monitor.trim_start_matches("http://"),
+                "targetPendingJobsPerSlot": 4,
+            },
+        });
+        kubectl_apply(cluster, &ns, &pool_manifest(POOL, spec)).unwrap();
+        let client = cluster.client().await;
+        let pools: Api<RenderPool> = Api::namespaced(client.clone(), &ns);
+        let scaled_objects: Api<ScaledObject> = Api::namespaced(client.clone(), &ns);
+        let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
-    // 50 jobs, published to the stream by any publisher of the account.
-    let published = Instant::now();
-    let mut ids = Vec::new();
-    for n in 0..JOBS {
-        let key = format!("zero-{n}");
-        world
-            .publish(&message(
+        // The first pod makes the stream and the consumer KEDA reads; then the pool sleeps.
+        let created = Instant::now();
+        wait_pool(&pools, POOL, Duration::from_secs(240), |pool| {
+            pool.status.as_ref().is_some_and(|s| s.ready_replicas == 1)
+        })
+        .await;
+        let so = wait::until("the pool's ScaledObject", Duration::from_secs(60), || async {
+            scaled_objects.get_opt(POOL).await.ok().flatten().ok_or("absent")
+        })
+        .await;
+        assert_eq!((so.spec.min_replica_count, so.spec.max_replica_count), (0, max_replicas));
+        assert!(
+            hpas.get_opt(POOL).await.unwrap().is_none(),
+            "no HPA of the operator's beside KEDA's"
+        );
+        asleep(&pools, &pods).await;
+        eprintln!(
+            "asleep at zero pods {:.1}s after the pool was created",
+            created.elapsed().as_secs_f64()
+        );
+        let pool = pools.get(POOL).await.unwrap();
+        let degraded = condition(&pool, "Degraded").map(|c| c.0);
+        assert_eq!(degraded, Some("False".into()), "{:?}", pool.status);
+        SleepingPool { _namespace: namespace, world, pools, pods }
+    }
+
+    /// Publishes `count` info jobs keyed `<prefix>-<n>` to the stream, as any publisher of the
+    /// account may (no pod is there to take POST /v1/jobs); their ids.
+    async fn publish(&self, prefix: &str, count: usize) -> Vec<(String, JobId)> {
+        let mut jobs = Vec::new();
+        for n in 0..count {
+            let key = format!("{prefix}-{n}");
+            let job = message(
                 &key,
                 "s3://uploads/long.pdf",
                 json!([{"op": "info"}]),
                 &format!("s3://results/{key}"),
-            ))
-            .await;
-        ids.push(JobId::from_key(&key));
+            );
+            self.world.publish(&job).await;
+            jobs.push((key.clone(), JobId::from_key(&key)));
+        }
+        jobs
     }
+
+    /// The latest state of each of `jobs` that has one.
+    async fn states(&self, jobs: &[(String, JobId)]) -> Vec<JobStatus> {
+        let mut states = Vec::new();
+        for (_, id) in jobs {
+            states.extend(self.world.state(id).await);
+        }
+        states
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_again() {
+    let _turn = turn().await;
+    let pool = SleepingPool::start("jobs-zero", 2).await;
+    let (world, pools, pods) = (&pool.world, &pool.pools, &pool.pods);
+
+    let published = Instant::now();
+    let jobs = pool.publish("zero", JOBS).await;
     let first_ready = wait::until("a render pod Ready", Duration::from_secs(180), || async {
         let pool = pools.get(POOL).await.map_err(|e| e.to_string())?;
         let ready = pool.status.as_ref().map_or(0, |s| s.ready_replicas);
@@ -113,11 +142,8 @@ async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_
     .await;
     let seen = Mutex::new(Seen::default());
     wait::until("every job done", Duration::from_secs(300), || async {
-        let mut states = Vec::new();
-        for id in &ids {
-            states.extend(world.state(id).await);
-        }
-        let running = render_pods(&pods).await;
+        let states = pool.states(&jobs).await;
+        let running = render_pods(pods).await;
         let mut seen = seen.lock().unwrap();
         seen.record(states, running);
         let done = seen.states.values().filter(|s| s.state == State::Done).count();
@@ -128,11 +154,11 @@ async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_
     let all_done = Instant::now();
     let twice: Vec<&JobStatus> = seen.states.values().filter(|s| s.deliveries != 1).collect();
     assert!(twice.is_empty(), "every job delivered once: {twice:?}");
-    for (key, id) in (0..JOBS).map(|n| format!("zero-{n}")).zip(&ids) {
-        let outputs = world.outputs_of(&key, id).await;
+    for (key, id) in &jobs {
+        let outputs = world.outputs_of(key, id).await;
         assert_eq!(outputs.len(), 2, "{key}: the info and the manifest: {outputs:?}");
     }
-    asleep(&pools, &pods, sleep_bound).await;
+    asleep(pools, pods).await;
     let slept = Instant::now();
     eprintln!(
         "from zero: {JOBS} jobs published; first pod Ready {:.1}s and first job started {:.1}s \
@@ -145,6 +171,79 @@ async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_
         seen.peak_pods,
         (slept - all_done).as_secs_f64(),
     );
+}
+
+/// A backlog of 1,000 jobs takes the pool from zero to its ceiling (four pods: the real node
+/// runs three of 600m at most, so the fourth waits Pending, as on a full node before a node
+/// autoscaler adds one), and back to zero once the backlog is gone; every job is done once,
+/// with no strike (none lost with a pod taken away). The timeline of the scale is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_of_a_thousand_jobs_grows_the_pool_to_its_ceiling_and_back_losing_none() {
+    const BACKLOG: usize = 1000;
+    const CEILING: i32 = 4;
+    let _turn = turn().await;
+    let pool = SleepingPool::start("jobs-backlog", CEILING).await;
+    let published = Instant::now();
+    let jobs = pool.publish("backlog", BACKLOG).await;
+    eprintln!("{BACKLOG} jobs published in {:.1}s", published.elapsed().as_secs_f64());
+    let mut timeline: Vec<String> = Vec::new();
+    let mut last = (0, 0);
+    let mut peak = (0, 0);
+    let mut drained_at = None;
+    let mut states = Vec::new();
+    let bound = Instant::now() + Duration::from_secs(900);
+    loop {
+        assert!(Instant::now() < bound, "not back at zero within 15 minutes: {timeline:#?}");
+        let replicas = pool
+            .pools
+            .get(POOL)
+            .await
+            .map_or((0, 0), |p| (p.spec.replicas, p.status.map_or(0, |s| s.ready_replicas)));
+        peak = (peak.0.max(replicas.0), peak.1.max(replicas.1));
+        if drained_at.is_none() {
+            states = pool.states(&jobs).await;
+            let done = states.iter().filter(|s| s.state == State::Done).count();
+            if done == BACKLOG {
+                drained_at = Some(published.elapsed());
+                timeline.push(format!(
+                    "{:>6.1}s  all {BACKLOG} done",
+                    published.elapsed().as_secs_f64()
+                ));
+            }
+        }
+        if replicas != last {
+            timeline.push(format!(
+                "{:>6.1}s  replicas {} ready {}",
+                published.elapsed().as_secs_f64(),
+                replicas.0,
+                replicas.1
+            ));
+            last = replicas;
+        }
+        if drained_at.is_some() && replicas.0 == 0 && render_pods(&pool.pods).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!("the {BACKLOG}-job backlog, t from the first publish:");
+    for line in &timeline {
+        eprintln!("  {line}");
+    }
+    assert_eq!(peak.0, CEILING, "the pool grew to its ceiling: {timeline:#?}");
+    let done = states.iter().filter(|s| s.state == State::Done).count();
+    let struck: Vec<&JobStatus> = states.iter().filter(|s| s.strikes > 0).collect();
+    let again = states.iter().filter(|s| s.deliveries > 1).count();
+    let without_manifest = states.iter().filter(|s| s.manifest_url.is_none()).count();
+    eprintln!(
+        "{BACKLOG} jobs: {done} done, lost 0, {again} delivered more than once (handed back          by a pod taken away), {} struck; peak replicas {} (ready {}); drained {:.1}s after the          first publish",
+        struck.len(),
+        peak.0,
+        peak.1,
+        drained_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+    );
+    assert_eq!(done, BACKLOG);
+    assert_eq!(without_manifest, 0, "every done job names its manifest");
+    assert!(struck.is_empty(), "no job lost with a pod: {struck:?}");
 }
 
 /// What the wait for the jobs saw: each job's latest state, when the first left the queue and
@@ -175,8 +274,10 @@ async fn render_pods(pods: &Api<Pod>) -> usize {
     pods.list(&render).await.map_or(0, |list| list.items.len())
 }
 
-/// Waits until the pool asks for zero pods and none is left.
-async fn asleep(pools: &Api<RenderPool>, pods: &Api<Pod>, within: Duration) {
+/// Waits until the pool asks for zero pods and none is left: within KEDA's cooldown, a
+/// scale-down window before it and a pod's drain, with room.
+async fn asleep(pools: &Api<RenderPool>, pods: &Api<Pod>) {
+    let within = Duration::from_secs(COOLDOWN_SECONDS * 6 + 120);
     wait::until("the pool at zero pods", within, || async {
         let replicas = pools.get(POOL).await.map(|p| p.spec.replicas).map_err(|e| e.to_string())?;
         let running = render_pods(pods).await;
