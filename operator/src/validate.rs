@@ -276,7 +276,8 @@ fn check_access(spec: &RenderPoolSpec) -> Result<(), SpecError> {
     if spec.clients.as_ref().is_some_and(Vec::is_empty) {
         return Err(SpecError::Access {
             field: "spec.clients".into(),
-            problem: "is empty, which would admit every pod: name the pods that may call the                       pool, or omit spec.clients to leave it open",
+            problem: "is empty, which would admit every pod: name the pods that may call the \
+                      pool, or omit spec.clients to leave it open",
         });
     }
     if spec.scrapers.is_some() && spec.clients.is_none() {

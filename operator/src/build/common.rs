@@ -141,12 +141,17 @@ pub fn strategy(rollout: RolloutSpec) -> DeploymentStrategy {
     }
 }
 
-/// Pod annotations: cluster-autoscaler may evict these pods (their emptyDirs hold nothing durable).
-pub fn pod_annotations() -> BTreeMap<String, String> {
-    BTreeMap::from([(
+/// Pod annotations: node autoscalers may evict these pods (their emptyDirs hold nothing
+/// durable, and their drain finishes or hands back admitted work), unless `do_not_disrupt`.
+pub fn pod_annotations(do_not_disrupt: bool) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::from([(
         "cluster-autoscaler.kubernetes.io/safe-to-evict".to_string(),
-        "true".to_string(),
-    )])
+        (!do_not_disrupt).to_string(),
+    )]);
+    if do_not_disrupt {
+        annotations.insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+    }
+    annotations
 }
 
 /// Pod-level part of the restricted Pod Security Standard.

@@ -138,7 +138,8 @@ fn deployment(
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(meta.labels(Component::Gotenberg)),
-                    annotations: Some(pod_annotations()),
+                    // Conversions are short: their drain finishes them.
+                    annotations: Some(pod_annotations(false)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod),

@@ -120,7 +120,7 @@ fn deployment(meta: &Meta, spec: &RenderPoolSpec, plan: &PoolPlan) -> Deployment
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(meta.labels(Component::Render)),
-                    annotations: Some(pod_annotations()),
+                    annotations: Some(pod_annotations(spec.do_not_disrupt)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(pod),

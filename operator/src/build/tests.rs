@@ -466,6 +466,15 @@ fn every_container_has_requests_and_no_pod_blocks_node_autoscalers() {
         // Within cluster-autoscaler's default drain limit.
         assert!(pod.termination_grace_period_seconds.unwrap() <= 600);
     }
+    // Asked for, the render pods (only they run long jobs) pin their nodes against both.
+    let pinned = children("doNotDisrupt: true");
+    let annotations =
+        |d: &Deployment| d.spec.template.metadata.clone().unwrap().annotations.unwrap();
+    let render = annotations(&pinned.render.deployment);
+    assert_eq!(render["karpenter.sh/do-not-disrupt"], "true");
+    assert_eq!(render["cluster-autoscaler.kubernetes.io/safe-to-evict"], "false");
+    let gotenberg = annotations(&pinned.gotenberg.unwrap().deployment);
+    assert_eq!(gotenberg["cluster-autoscaler.kubernetes.io/safe-to-evict"], "true");
     for pdb in [&c.render.pdb, &g.pdb] {
         assert_eq!(pdb.spec.clone().unwrap().max_unavailable, Some(IntOrString::Int(1)));
     }

@@ -195,6 +195,17 @@ pub struct RenderPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
 
+    /// Keep node autoscalers from taking the render pods' nodes away on their own initiative
+    /// (Karpenter's consolidation and drift: the pods get karpenter.sh/do-not-disrupt;
+    /// cluster-autoscaler's scale-down: safe-to-evict false). Off by default: such a node is
+    /// drained, and each render pod on it finishes or hands back its running job within the
+    /// grace period (the job runs again on another pod; nothing is lost, the work done so far
+    /// is). On, a busy node stays until the pods leave by a scale-in or a rollout; with
+    /// autoscaling.minReplicas 0 a job pool holds nodes only while it has jobs, so this keeps
+    /// long jobs from being restarted without pinning idle nodes.
+    #[serde(default)]
+    pub do_not_disrupt: bool,
+
     /// The Gotenberg pool that converts Office documents to PDF.
     #[serde(default)]
     pub gotenberg: GotenbergSpec,

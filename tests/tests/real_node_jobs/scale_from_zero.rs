@@ -235,7 +235,9 @@ async fn a_backlog_of_a_thousand_jobs_grows_the_pool_to_its_ceiling_and_back_los
     let again = states.iter().filter(|s| s.deliveries > 1).count();
     let without_manifest = states.iter().filter(|s| s.manifest_url.is_none()).count();
     eprintln!(
-        "{BACKLOG} jobs: {done} done, lost 0, {again} delivered more than once (handed back          by a pod taken away), {} struck; peak replicas {} (ready {}); drained {:.1}s after the          first publish",
+        "{BACKLOG} jobs: {done} done, lost 0, {again} delivered more than once (handed back \
+         by a pod taken away), {} struck; peak replicas {} (ready {}); drained {:.1}s after \
+         the first publish",
         struck.len(),
         peak.0,
         peak.1,
