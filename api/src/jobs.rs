@@ -43,6 +43,10 @@ pub mod defaults {
     pub const STREAM_REPLICAS: u8 = 1;
     /// The region S3 requests are signed for when none is given.
     pub const S3_REGION: &str = "us-east-1";
+    /// Milliseconds a delivered job may go unacknowledged before the broker delivers it again.
+    pub const ACK_WAIT_MS: u64 = 30_000;
+    /// Deliveries lost with a worker or a pod after which a job goes to the dead-letter stream.
+    pub const MAX_DELIVERIES: u32 = 3;
 }
 
 /// The names one queue has on a NATS account: its streams, subjects and state bucket. Pools that

@@ -42,8 +42,8 @@ const NATS_TOKEN: &str = "renderpool-real-node-nats-token";
 const DOCUMENT: &str = "pdf/R-intro.pdf";
 const PAGES: u32 = 100;
 const DPI: u32 = 600;
-/// The pods' consumer's ack wait (the render pod's default; spec.jobs does not set it): a job
-/// lost with its pod is delivered again once it runs out.
+/// The pods' consumer's ack wait (spec.jobs.ackWaitSeconds, left at its default): a job lost
+/// with its pod is delivered again once it runs out.
 const ACK_WAIT: Duration = Duration::from_secs(30);
 
 /// One test at a time: each pool takes 1.2 of the node's 2 CPUs.

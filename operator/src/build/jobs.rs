@@ -60,6 +60,9 @@ pub(super) fn parts(jobs: &JobsSpec) -> JobsParts {
     p.vars.push(env(var::JOBS_STREAM_MAX_MESSAGES, stream.max_messages.to_string()));
     p.vars.push(env(var::JOBS_STREAM_MAX_AGE_SECS, stream.max_age_seconds.to_string()));
     p.vars.push(env(var::JOBS_STREAM_REPLICAS, stream.replicas.to_string()));
+    let ack_wait_ms = i64::from(jobs.ack_wait_seconds).saturating_mul(1000);
+    p.vars.push(env(var::JOBS_ACK_WAIT_MS, ack_wait_ms.to_string()));
+    p.vars.push(env(var::JOBS_MAX_DELIVERIES, jobs.max_deliveries.to_string()));
     let objects = &jobs.objects;
     p.vars.push(env(var::OBJECTS_S3_ENDPOINT, objects.endpoint.clone()));
     p.vars.push(env(var::OBJECTS_S3_REGION, objects.region.clone()));
@@ -107,6 +110,8 @@ mod tests {
     credentialsSecretRef: {name: nats-login, credsKey: user.creds}
   queue: shop-extract
   stream: {maxMessages: 5000, maxAgeSeconds: 3600, replicas: 3}
+  ackWaitSeconds: 12
+  maxDeliveries: 5
   objects:
     endpoint: http://minio.storage:9000
     region: eu-west-1
@@ -210,6 +215,7 @@ mod tests {
             (broker.max_messages, broker.max_age.as_secs(), broker.replicas),
             (5000, 3600, 3)
         );
+        assert_eq!((broker.ack_wait.as_secs(), broker.max_deliveries), (12, 5));
         // The queue's own names: no other pool's stream, subjects or states.
         assert_eq!(
             (broker.stream.as_str(), broker.dead_letter_stream.as_str()),
@@ -239,6 +245,8 @@ mod tests {
         assert_eq!(pool_broker.max_messages, own_broker.max_messages);
         assert_eq!(pool_broker.max_age, own_broker.max_age);
         assert_eq!(pool_broker.replicas, own_broker.replicas);
+        assert_eq!(pool_broker.ack_wait, own_broker.ack_wait);
+        assert_eq!(pool_broker.max_deliveries, own_broker.max_deliveries);
         assert_eq!(
             (&pool_broker.stream, &pool_broker.dead_letter_stream, &pool_broker.state_bucket),
             (&own_broker.stream, &own_broker.dead_letter_stream, &own_broker.state_bucket)

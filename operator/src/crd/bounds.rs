@@ -61,6 +61,12 @@ pub const STREAM_MAX_MESSAGES: Bound = Bound { min: 1, max: 1_000_000_000_000 };
 /// Seconds a queued job may wait: at least the render pod's minute, at most a year.
 pub const STREAM_MAX_AGE_SECONDS: Bound = Bound { min: 60, max: 366 * 86_400 };
 
+/// Seconds a delivered job may go unacknowledged: the render pod's floor of one second, an
+/// hour at most.
+pub const ACK_WAIT_SECONDS: Bound = Bound { min: 1, max: 3600 };
+/// Lost deliveries before a job is dead-lettered (the render pod's range).
+pub const MAX_DELIVERIES: Bound = Bound { min: 1, max: 100 };
+
 /// Pods a rollout may add above, or take away from, the replica count.
 pub const ROLLOUT_PODS: Bound = Bound { min: 0, max: REPLICAS.max };
 

@@ -78,6 +78,12 @@ pub fn stream_max_messages() -> i64 {
 pub fn stream_max_age_seconds() -> i64 {
     i64::from(jobs::STREAM_MAX_AGE_SECS)
 }
+pub fn ack_wait_seconds() -> i32 {
+    i32::try_from(jobs::ACK_WAIT_MS / 1000).unwrap_or(i32::MAX)
+}
+pub fn max_deliveries() -> i32 {
+    i32::try_from(jobs::MAX_DELIVERIES).unwrap_or(i32::MAX)
+}
 pub fn stream_replicas() -> i32 {
     i32::from(jobs::STREAM_REPLICAS)
 }

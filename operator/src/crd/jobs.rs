@@ -29,6 +29,20 @@ pub struct JobsSpec {
     #[schemars(pattern(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$"))]
     pub queue: String,
 
+    /// Seconds a job delivered to a pod may go without word from it (the pods report progress
+    /// at a third of this) before NATS delivers it to another pod: how soon a job lost with a
+    /// killed pod runs again. A pod that drains hands its job back at once.
+    #[serde(default = "defaults::ack_wait_seconds")]
+    #[schemars(range(min = bounds::ACK_WAIT_SECONDS.min, max = bounds::ACK_WAIT_SECONDS.max))]
+    pub ack_wait_seconds: i32,
+
+    /// Deliveries lost with a worker or a pod (a crash, an out-of-memory kill, a killed pod)
+    /// after which a job goes to the dead-letter stream with its reason instead of running
+    /// again; a document PDFium refuses fails at once.
+    #[serde(default = "defaults::max_deliveries")]
+    #[schemars(range(min = bounds::MAX_DELIVERIES.min, max = bounds::MAX_DELIVERIES.max))]
+    pub max_deliveries: i32,
+
     /// Limits of the work-queue stream and its dead-letter stream. Each render pod makes the
     /// streams at start if missing, and brings an existing stream to these limits (a stream
     /// with another retention or other subjects is refused: the pods do not start).

@@ -450,11 +450,12 @@ pub enum PullPolicy {
 impl RenderPoolSpec {
     /// Every whole-number field with its bound, by its path: validation checks them again, for
     /// a RenderPool stored under an older CRD. A new bounded field is added here.
-    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 15] {
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 17] {
         let g = &self.gotenberg;
         let optional = |v: Option<i32>| v.map(i64::from);
         let rollout = self.rollout;
-        let stream = self.jobs.as_ref().map(|j| j.stream);
+        let jobs = self.jobs.as_ref();
+        let stream = jobs.map(|j| j.stream);
         [
             ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
             ("spec.slots", optional(self.slots), bounds::SLOTS),
@@ -486,6 +487,16 @@ impl RenderPoolSpec {
                 "spec.jobs.stream.maxAgeSeconds",
                 stream.map(|s| s.max_age_seconds),
                 bounds::STREAM_MAX_AGE_SECONDS,
+            ),
+            (
+                "spec.jobs.ackWaitSeconds",
+                optional(jobs.map(|j| j.ack_wait_seconds)),
+                bounds::ACK_WAIT_SECONDS,
+            ),
+            (
+                "spec.jobs.maxDeliveries",
+                optional(jobs.map(|j| j.max_deliveries)),
+                bounds::MAX_DELIVERIES,
             ),
         ]
     }

@@ -60,12 +60,12 @@ pub struct JobsArgs {
     pub jobs_state_ttl_secs: u64,
     /// Milliseconds a delivered job may go without an ack or an in-progress ack before the
     /// broker delivers it again (a pod that died mid-job); in-progress acks go at a third of it.
-    #[arg(long, env = env::JOBS_ACK_WAIT_MS, default_value_t = 30_000,
+    #[arg(long, env = env::JOBS_ACK_WAIT_MS, default_value_t = defaults::ACK_WAIT_MS,
           value_parser = clap::value_parser!(u64).range(1_000..))]
     pub jobs_ack_wait_ms: u64,
     /// Deliveries that end with a dead worker or a lost pod after which a job goes to the
     /// dead-letter stream with its reason (a document PDFium refuses fails at once instead).
-    #[arg(long, env = env::JOBS_MAX_DELIVERIES, default_value_t = 3,
+    #[arg(long, env = env::JOBS_MAX_DELIVERIES, default_value_t = defaults::MAX_DELIVERIES,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub jobs_max_deliveries: u32,
     /// Take jobs from the stream; `false` for a pod that only accepts and reports them.
