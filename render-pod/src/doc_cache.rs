@@ -116,16 +116,20 @@ impl DocCache {
 
     /// The document any of `digests` names, marked as just used; counted as a hit or a miss.
     pub fn get(&self, digests: &[Digest]) -> Option<HeldDocument> {
-        let found = {
-            let mut inner = self.lock();
-            let hash = digests.iter().find_map(|digest| match digest {
-                Digest::Blake3(hash) => inner.lru.peek(hash).map(|_| *hash),
-                Digest::Sha256(sha256) => inner.by_sha256.get(sha256).copied(),
-            });
-            hash.and_then(|hash| inner.lru.get(&hash)).map(|entry| entry.document.clone())
-        };
+        let found = self.get_uncounted(digests);
         count(&self.metrics.lookups, "result", if found.is_some() { "hit" } else { "miss" });
         found
+    }
+
+    /// As [`DocCache::get`], not counted: for a caller that counts its own hits (the object
+    /// store's, whose copy a conditional request may yet find stale).
+    pub fn get_uncounted(&self, digests: &[Digest]) -> Option<HeldDocument> {
+        let mut inner = self.lock();
+        let hash = digests.iter().find_map(|digest| match digest {
+            Digest::Blake3(hash) => inner.lru.peek(hash).map(|_| *hash),
+            Digest::Sha256(sha256) => inner.by_sha256.get(sha256).copied(),
+        });
+        hash.and_then(|hash| inner.lru.get(&hash)).map(|entry| entry.document.clone())
     }
 
     /// Keeps `document` (whose `hash` is its bytes' BLAKE3), and finds it by `sha256` too when
@@ -275,6 +279,22 @@ mod tests {
         let mixed = [Digest::Sha256(sha256(b"unknown")), Digest::Blake3(DocHash::of(b))];
         assert_eq!(&cache.get(&mixed).unwrap().bytes[..], b);
         assert_eq!(cache.status(), DocCacheStatus { bytes: 20, entries: 2, budget: 1000 });
+    }
+
+    #[test]
+    fn only_counted_lookups_count() {
+        let budget = ByteBudget::new(1000, Gauge::default());
+        let cache = DocCache::new(1000, budget.clone());
+        cache.insert(arrived(&budget, b"kept", 4), None);
+        let hash = [Digest::Blake3(DocHash::of(b"kept"))];
+        assert!(cache.get_uncounted(&hash).is_some());
+        let lookups = |result: &'static str| {
+            let labels: crate::metrics::Labels = vec![("result", result)];
+            cache.metrics.lookups.get_or_create(&labels).get()
+        };
+        assert_eq!((lookups("hit"), lookups("miss")), (0, 0));
+        assert!(cache.get(&hash).is_some());
+        assert_eq!(lookups("hit"), 1);
     }
 
     #[test]

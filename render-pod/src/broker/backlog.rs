@@ -34,10 +34,10 @@ impl StreamBacklog {
     }
 }
 
-/// The last reading: the figure and when it was read, also as gauges.
+/// The last reading, as the gauges `/metrics` shows, and when it was read.
 #[derive(Debug, Default)]
 pub struct Backlog {
-    last: Mutex<Option<(u64, Instant)>>,
+    read_at: Mutex<Option<Instant>>,
     pending: Gauge,
     oldest_seconds: Gauge,
 }
@@ -45,17 +45,18 @@ pub struct Backlog {
 impl Backlog {
     /// The last reading with its age; `None` before the first (or if the lock was poisoned).
     pub fn status(&self) -> Option<JobsBacklog> {
-        let (pending, at) = (*self.last.lock().ok()?)?;
+        let at = (*self.read_at.lock().ok()?)?;
         let age_ms = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let pending = u64::try_from(self.pending.get()).unwrap_or(0);
         Some(JobsBacklog { pending, age_ms })
     }
 
     fn record(&self, reading: StreamBacklog, at: Instant) {
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some((reading.pending, at));
-        }
         self.pending.set(i64::try_from(reading.pending).unwrap_or(i64::MAX));
         self.oldest_seconds.set(i64::try_from(reading.oldest_seconds).unwrap_or(i64::MAX));
+        if let Ok(mut read_at) = self.read_at.lock() {
+            *read_at = Some(at);
+        }
     }
 }
 

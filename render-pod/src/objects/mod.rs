@@ -199,7 +199,8 @@ impl Objects {
     /// The document `url` was when last read, if the cache still holds it.
     fn held(&self, url: &ObjectUrl) -> Option<Fetched> {
         let seen = self.etags.get(url)?;
-        let Some(document) = self.documents.get(&[Digest::Blake3(seen.hash)]) else {
+        // Counted by the etags once the store says the copy is current, never here.
+        let Some(document) = self.documents.get_uncounted(&[Digest::Blake3(seen.hash)]) else {
             self.etags.forget(url);
             return None;
         };
