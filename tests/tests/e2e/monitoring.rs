@@ -12,14 +12,19 @@ use renderpool_tests::cluster::{Cluster, run};
 use renderpool_tests::repo_root;
 use serde_json::Value;
 
+/// `promtool <command> rules <file>`; its report.
+fn promtool(command: &str, file: &std::path::Path) -> Result<String, String> {
+    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
+    promtool.args([command, "rules"]).arg(file);
+    run(&mut promtool).map_err(|err| err.to_string())
+}
+
 /// `promtool check rules` on `rules` written as a file; its report.
 fn promtool_check(rules: &Value) -> Result<String, String> {
     let dir = tempfile::tempdir().map_err(|err| err.to_string())?;
     let file = dir.path().join("renderpool-rules.yaml");
     std::fs::write(&file, rules.to_string()).map_err(|err| err.to_string())?;
-    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
-    promtool.args(["check", "rules"]).arg(&file);
-    run(&mut promtool).map_err(|err| err.to_string())
+    promtool("check", &file)
 }
 
 #[test]
@@ -89,16 +94,12 @@ fn promtool_fires_the_job_backlog_alert_past_its_age_and_clears_it_when_worked_o
     });
     let file = dir.path().join("backlog-test.yaml");
     std::fs::write(&file, tests.to_string()).unwrap();
-    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
-    promtool.args(["test", "rules"]).arg(&file);
-    let report = run(&mut promtool).unwrap_or_else(|err| panic!("{err}"));
+    let report = promtool("test", &file).unwrap_or_else(|err| panic!("{err}"));
     assert!(report.contains("SUCCESS"), "{report}");
     // promtool fails a test whose alert does not come as expected, so SUCCESS means it fired.
     let wrong = tests.to_string().replace("\"eval_time\":\"17m\"", "\"eval_time\":\"22m\"");
     std::fs::write(&file, wrong).unwrap();
-    let mut promtool = std::process::Command::new(Cluster::shared().bin("promtool"));
-    promtool.args(["test", "rules"]).arg(&file);
-    assert!(run(&mut promtool).is_err(), "promtool accepted no alert at 22m");
+    assert!(promtool("test", &file).is_err(), "promtool accepted no alert at 22m");
 }
 
 #[test]
