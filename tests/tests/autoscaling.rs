@@ -214,6 +214,19 @@ impl Watch {
         sample
     }
 
+    /// The ramp: [`RAMP_STEPS`] clients added to `load` a [`STEP`] apart, then held until the
+    /// pool has [`MAX_REPLICAS`] Ready (the sample that saw it) or [`HOLD_LIMIT`] passed (None).
+    async fn ramp_to_ceiling(&mut self, load: &mut Load) -> Option<Sample> {
+        for more in RAMP_STEPS {
+            load.add_clients(more);
+            self.follow(Some(load), STEP, |_| false).await;
+        }
+        self.follow(Some(load), HOLD_LIMIT, |s| {
+            s.spec_replicas == MAX_REPLICAS && s.ready_replicas == MAX_REPLICAS
+        })
+        .await
+    }
+
     /// Samples about once a second for `how_long`, or until `done` holds.
     async fn follow(
         &mut self,
@@ -232,6 +245,13 @@ impl Watch {
         }
         None
     }
+}
+
+/// The load's URL: [`LOAD_REQUEST`] on the ramp pool's render Service in `namespace`.
+async fn load_url(client: &kube::Client, namespace: &str) -> String {
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let spec = services.get(&format!("{POOL}-render")).await.unwrap().spec.unwrap();
+    format!("http://{}:{}{LOAD_REQUEST}", spec.cluster_ip.unwrap(), spec.ports.unwrap()[0].port)
 }
 
 /// The names of the pool's render ReplicaSets.
@@ -299,28 +319,14 @@ async fn a_load_ramp_scales_the_pool_up_on_busy_slots_and_back_after_the_window(
     .await;
     assert!(active.is_ok(), "{active:?}: {:?}\n{}", hpas.get(POOL).await, operator.log());
 
-    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    let spec = services.get(&format!("{POOL}-render")).await.unwrap().spec.unwrap();
-    let url = format!(
-        "http://{}:{}{LOAD_REQUEST}",
-        spec.cluster_ip.unwrap(),
-        spec.ports.unwrap()[0].port
-    );
+    let url = load_url(&client, &ns).await;
     let pdf = renderpool_testkit::corpus::read(LOAD_DOCUMENT);
 
     let mut watch = Watch::new(cluster, client.clone(), &ns);
     eprintln!("timeline (t from the load's start; busy and queue as the adapter serves them):");
     let load_started = watch.started;
     let mut load = Load::start(&url, pdf, 0);
-    for more in RAMP_STEPS {
-        load.add_clients(more);
-        watch.follow(Some(&load), STEP, |_| false).await;
-    }
-    let full = watch
-        .follow(Some(&load), HOLD_LIMIT, |s| {
-            s.spec_replicas == MAX_REPLICAS && s.ready_replicas == MAX_REPLICAS
-        })
-        .await;
+    let full = watch.ramp_to_ceiling(&mut load).await;
     assert!(full.is_some(), "the pool never reached {MAX_REPLICAS} Ready replicas under load");
     // A while at the ceiling, so every pod has served under load.
     watch.follow(Some(&load), STEP, |_| false).await;

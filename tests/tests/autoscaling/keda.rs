@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Service;
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use renderpool_operator::crd::RenderPool;
@@ -29,10 +28,7 @@ use renderpool_tests::versitygw::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use serde_json::{Value, json};
 
 use super::operator_support::{is_settled, wait_pool};
-use super::{
-    HOLD_LIMIT, LOAD_DOCUMENT, LOAD_REQUEST, MAX_REPLICAS, POOL, RAMP_STEPS, STEP, Watch, apply,
-    pool_manifest, turn,
-};
+use super::{LOAD_DOCUMENT, MAX_REPLICAS, POOL, Watch, apply, load_url, pool_manifest, turn};
 
 /// The ramp pool's manifest with `spec.jobs` on `world` and KEDA's triggers: the backlog on
 /// NATS's monitoring endpoint and the busy-slot ratio from `prometheus`.
@@ -156,24 +152,10 @@ async fn keda_scales_a_job_pool_on_sync_load_and_takes_over_from_the_hpa_with_on
     );
 
     // The HPA test's ramp, through the render Service.
-    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    let spec = services.get(&format!("{POOL}-render")).await.unwrap().spec.unwrap();
-    let url = format!(
-        "http://{}:{}{LOAD_REQUEST}",
-        spec.cluster_ip.unwrap(),
-        spec.ports.unwrap()[0].port
-    );
+    let url = load_url(&client, &ns).await;
     let mut watch = Watch::new(cluster, client.clone(), &ns);
     let mut load = Load::start(&url, renderpool_testkit::corpus::read(LOAD_DOCUMENT), 0);
-    for more in RAMP_STEPS {
-        load.add_clients(more);
-        watch.follow(Some(&load), STEP, |_| false).await;
-    }
-    let full = watch
-        .follow(Some(&load), HOLD_LIMIT, |s| {
-            s.spec_replicas == MAX_REPLICAS && s.ready_replicas == MAX_REPLICAS
-        })
-        .await;
+    let full = watch.ramp_to_ceiling(&mut load).await;
     let tally = load.stop().await;
     assert!(full.is_some(), "KEDA never took the pool to {MAX_REPLICAS} Ready replicas");
     let at = |replicas: i32| {
