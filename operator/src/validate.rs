@@ -313,40 +313,14 @@ fn grace_period_seconds(spec: &RenderPoolSpec) -> i64 {
         .saturating_add(bounds::GRACE_MARGIN_SECONDS)
 }
 
-/// The autoscaler's figures within their bounds, its floor under its ceiling, its queue
-/// target within what a pod can queue, and zero pods and the backlog trigger only with jobs.
+/// The autoscaler's floor under its ceiling, its queue target within what a pod can queue, and
+/// zero pods and the backlog trigger only with jobs (its figures' own bounds are in
+/// [`RenderPoolSpec::bounded_numbers`]).
 fn check_autoscaling(
     a: &AutoscalingSpec,
     queue_depth: i32,
     with_jobs: bool,
 ) -> Result<(), SpecError> {
-    let backlog = a.backlog.as_ref();
-    let fields: [(&'static str, Option<i32>, Bound); 7] = [
-        ("spec.autoscaling.minReplicas", Some(a.min_replicas), bounds::AUTOSCALING_MIN_REPLICAS),
-        ("spec.autoscaling.maxReplicas", Some(a.max_replicas), bounds::AUTOSCALING_REPLICAS),
-        (
-            "spec.autoscaling.targetBusyPercent",
-            Some(a.target_busy_percent),
-            bounds::TARGET_BUSY_PERCENT,
-        ),
-        ("spec.autoscaling.targetQueueDepth", a.target_queue_depth, bounds::TARGET_QUEUE_DEPTH),
-        (
-            "spec.autoscaling.scaleDownStabilizationSeconds",
-            Some(a.scale_down_stabilization_seconds),
-            bounds::SCALE_DOWN_STABILIZATION_SECONDS,
-        ),
-        (
-            "spec.autoscaling.backlog.targetPendingJobsPerSlot",
-            backlog.map(|b| b.target_pending_jobs_per_slot),
-            bounds::TARGET_PENDING_JOBS_PER_SLOT,
-        ),
-        (
-            "spec.autoscaling.backlog.activationPendingJobs",
-            backlog.map(|b| b.activation_pending_jobs),
-            bounds::ACTIVATION_PENDING_JOBS,
-        ),
-    ];
-    check_bounds(fields.map(|(field, value, bound)| (field, value.map(i64::from), bound)))?;
     if a.min_replicas > a.max_replicas {
         return Err(SpecError::OutOfRange {
             field: "spec.autoscaling.minReplicas",
@@ -363,7 +337,7 @@ fn check_autoscaling(
                 .into(),
         });
     }
-    if backlog.is_some() != with_jobs {
+    if a.backlog.is_some() != with_jobs {
         return Err(SpecError::Jobs {
             field: "spec.autoscaling.backlog".into(),
             problem: if with_jobs {

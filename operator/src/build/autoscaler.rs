@@ -177,6 +177,7 @@ fn per_mille(percent: i32) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::test_fixtures::spec_from_yaml;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -237,6 +238,31 @@ mod tests {
             "{query}"
         );
         assert!(query.ends_with("or vector(0)"), "an empty pool reads 0: {query}");
+    }
+
+    /// The shipped KEDA example (deploy/autoscaling) and the operator's trigger are two copies
+    /// of one query: the same busy slots over the same slots, averaged over the same window.
+    #[test]
+    fn the_ratio_query_reads_what_the_shipped_keda_example_reads() {
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/autoscaling/keda-scaledobject.yaml");
+        let example: serde_json::Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let shipped = example["spec"]["triggers"][0]["metadata"]["query"].as_str().unwrap();
+        let shipped = shipped
+            .replace(r#"namespace="default""#, r#"namespace="imports""#)
+            .replace(r#"renderpool="previews""#, r#"renderpool="batch""#);
+        let (busy, slots) = shipped.split_once(" / ").unwrap();
+        let spec = spec_from_yaml(
+            "autoscaling:\n  maxReplicas: 6\n  prometheusAddress: http://p:9090\n  \
+             backlog:\n    natsMonitoringEndpoint: nats:8222",
+        );
+        let autoscaling = spec.autoscaling.unwrap();
+        let backlog = autoscaling.backlog.clone().unwrap();
+        let object = scaled_object(&meta(), &autoscaling, &backlog, "jobs", 2);
+        let query = &object.spec.triggers[1].metadata["query"];
+        assert!(query.contains(busy.trim()), "{busy} not in {query}");
+        assert!(query.contains(slots.trim()), "{slots} not in {query}");
     }
 
     #[test]

@@ -67,6 +67,46 @@ pub const ACK_WAIT_SECONDS: Bound = Bound { min: 1, max: 3600 };
 /// Lost deliveries before a job is dead-lettered (the render pod's range).
 pub const MAX_DELIVERIES: Bound = Bound { min: 1, max: 100 };
 
+/// The schemes the render pods' NATS client connects with.
+pub const NATS_SCHEMES: [&str; 4] = ["nats://", "tls://", "ws://", "wss://"];
+/// Stream replicas a NATS cluster accepts (a Raft group of an odd size).
+pub const STREAM_REPLICAS: [i32; 3] = [1, 3, 5];
+
+/// The NATS URL starts with one of [`NATS_SCHEMES`].
+pub fn nats_url_scheme() -> Rule {
+    let quoted: Vec<String> = NATS_SCHEMES.iter().map(|s| format!("'{s}'")).collect();
+    Rule::new(format!("[{}].exists(p, self.startsWith(p))", quoted.join(", "))).message(
+        Message::Message(format!("jobs.nats.url must start with {}", in_words(&NATS_SCHEMES))),
+    )
+}
+
+/// The stream's replicas are one of [`STREAM_REPLICAS`].
+pub fn stream_replicas() -> Rule {
+    let listed: Vec<String> = STREAM_REPLICAS.iter().map(i32::to_string).collect();
+    Rule::new(format!("self in [{}]", listed.join(", "))).message(Message::Message(format!(
+        "jobs.stream.replicas must be {}",
+        stream_replicas_in_words()
+    )))
+}
+
+/// [`STREAM_REPLICAS`] as a person reads them: `1, 3 or 5`.
+pub fn stream_replicas_in_words() -> String {
+    let listed: Vec<String> = STREAM_REPLICAS.iter().map(i32::to_string).collect();
+    in_words(&listed)
+}
+
+/// `a, b or c`.
+pub fn in_words<T: AsRef<str>>(items: &[T]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [rest @ .., last] => {
+            let rest: Vec<&str> = rest.iter().map(AsRef::as_ref).collect();
+            format!("{} or {}", rest.join(", "), last.as_ref())
+        }
+    }
+}
+
 /// Pods a rollout may add above, or take away from, the replica count.
 pub const ROLLOUT_PODS: Bound = Bound { min: 0, max: REPLICAS.max };
 

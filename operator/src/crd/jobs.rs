@@ -78,9 +78,7 @@ pub struct JobsSpec {
 pub struct NatsSpec {
     /// The server's URL: nats://, tls://, ws:// or wss://, e.g. nats://nats.nats:4222.
     #[schemars(length(min = 1, max = 2048))]
-    #[x_kube(validation = Rule::new(
-        "['nats://', 'tls://', 'ws://', 'wss://'].exists(p, self.startsWith(p))"
-    ).message("jobs.nats.url must start with nats://, tls://, ws:// or wss://"))]
+    #[x_kube(validation = bounds::nats_url_scheme())]
     pub url: String,
 
     /// The Secret the render pods log in with, for a server that wants a login. Omit for a
@@ -136,8 +134,7 @@ pub struct StreamSpec {
     /// Copies NATS keeps of the streams and the state bucket: 1, or 3 or 5 on a NATS cluster of
     /// at least that many servers.
     #[serde(default = "defaults::stream_replicas")]
-    #[x_kube(validation = Rule::new("self in [1, 3, 5]")
-        .message("jobs.stream.replicas must be 1, 3 or 5"))]
+    #[x_kube(validation = bounds::stream_replicas())]
     pub replicas: i32,
 }
 

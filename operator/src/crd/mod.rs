@@ -450,12 +450,15 @@ pub enum PullPolicy {
 impl RenderPoolSpec {
     /// Every whole-number field with its bound, by its path: validation checks them again, for
     /// a RenderPool stored under an older CRD. A new bounded field is added here.
-    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 17] {
+    pub fn bounded_numbers(&self) -> [(&'static str, Option<i64>, bounds::Bound); 24] {
         let g = &self.gotenberg;
         let optional = |v: Option<i32>| v.map(i64::from);
         let rollout = self.rollout;
         let jobs = self.jobs.as_ref();
         let stream = jobs.map(|j| j.stream);
+        let autoscaling = self.autoscaling.as_ref();
+        let scaling = |field: fn(&AutoscalingSpec) -> i32| optional(autoscaling.map(field));
+        let backlog = autoscaling.and_then(|a| a.backlog.as_ref());
         [
             ("spec.replicas", Some(self.replicas.into()), bounds::REPLICAS),
             ("spec.slots", optional(self.slots), bounds::SLOTS),
@@ -497,6 +500,41 @@ impl RenderPoolSpec {
                 "spec.jobs.maxDeliveries",
                 optional(jobs.map(|j| j.max_deliveries)),
                 bounds::MAX_DELIVERIES,
+            ),
+            (
+                "spec.autoscaling.minReplicas",
+                scaling(|a| a.min_replicas),
+                bounds::AUTOSCALING_MIN_REPLICAS,
+            ),
+            (
+                "spec.autoscaling.maxReplicas",
+                scaling(|a| a.max_replicas),
+                bounds::AUTOSCALING_REPLICAS,
+            ),
+            (
+                "spec.autoscaling.targetBusyPercent",
+                scaling(|a| a.target_busy_percent),
+                bounds::TARGET_BUSY_PERCENT,
+            ),
+            (
+                "spec.autoscaling.targetQueueDepth",
+                optional(autoscaling.and_then(|a| a.target_queue_depth)),
+                bounds::TARGET_QUEUE_DEPTH,
+            ),
+            (
+                "spec.autoscaling.scaleDownStabilizationSeconds",
+                scaling(|a| a.scale_down_stabilization_seconds),
+                bounds::SCALE_DOWN_STABILIZATION_SECONDS,
+            ),
+            (
+                "spec.autoscaling.backlog.targetPendingJobsPerSlot",
+                optional(backlog.map(|b| b.target_pending_jobs_per_slot)),
+                bounds::TARGET_PENDING_JOBS_PER_SLOT,
+            ),
+            (
+                "spec.autoscaling.backlog.activationPendingJobs",
+                optional(backlog.map(|b| b.activation_pending_jobs)),
+                bounds::ACTIVATION_PENDING_JOBS,
             ),
         ]
     }

@@ -4,21 +4,14 @@
 
 use super::SpecError;
 use crate::crd::JobsSpec;
+use crate::crd::bounds::{NATS_SCHEMES, STREAM_REPLICAS, in_words, stream_replicas_in_words};
 use renderpool_api::jobs::ObjectUrl;
-
-/// The schemes the render pods' NATS client connects with.
-const NATS_SCHEMES: [&str; 4] = ["nats://", "tls://", "ws://", "wss://"];
-/// Stream replicas a NATS cluster accepts (a Raft group of an odd size).
-const STREAM_REPLICAS: [i32; 3] = [1, 3, 5];
 
 /// Checks `spec.jobs`; the first problem found, named by its field.
 pub(super) fn check(jobs: &JobsSpec) -> Result<(), SpecError> {
     let bad = |field: &str, problem: String| Err(SpecError::Jobs { field: field.into(), problem });
     if !NATS_SCHEMES.iter().any(|s| jobs.nats.url.starts_with(s)) {
-        return bad(
-            "spec.jobs.nats.url",
-            "must start with nats://, tls://, ws:// or wss://".into(),
-        );
+        return bad("spec.jobs.nats.url", format!("must start with {}", in_words(&NATS_SCHEMES)));
     }
     if let Some(login) = &jobs.nats.credentials_secret_ref
         && login.creds_key.is_some() == login.token_key.is_some()
@@ -31,7 +24,7 @@ pub(super) fn check(jobs: &JobsSpec) -> Result<(), SpecError> {
     if !STREAM_REPLICAS.contains(&jobs.stream.replicas) {
         return bad(
             "spec.jobs.stream.replicas",
-            format!("is {}; it must be 1, 3 or 5", jobs.stream.replicas),
+            format!("is {}; it must be {}", jobs.stream.replicas, stream_replicas_in_words()),
         );
     }
     let objects = &jobs.objects;
