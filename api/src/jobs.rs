@@ -145,7 +145,8 @@ pub struct JobMessage {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Input {
-    /// `s3://bucket/key`: an object in a bucket the pool may read.
+    /// `s3://bucket/key` (or `gs://`, `az://container/key`, whichever store the pool uses): an
+    /// object in a bucket the pool may read.
     pub url: String,
     /// The password of an encrypted PDF (what `X-Pdf-Password` is to the HTTP routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,8 +158,8 @@ pub struct Input {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Output {
-    /// `s3://bucket/prefix`: outputs are written under `<prefix>/<job id>/`, the manifest
-    /// (`manifest.json`) last, in a bucket the pool may write.
+    /// `s3://bucket/prefix` (or `gs://`, `az://`, as the input): outputs are written under
+    /// `<prefix>/<job id>/`, the manifest (`manifest.json`) last, in a bucket the pool may write.
     pub url: String,
 }
 
@@ -297,29 +298,86 @@ impl Operation {
     }
 }
 
-/// An object's place: `s3://bucket/key`.
+/// Which kind of object store a URL names: the URL's scheme. A pool uses one store, and takes
+/// only URLs of its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheme {
+    /// `s3://`: Amazon S3 or an S3-compatible server.
+    S3,
+    /// `gs://`: Google Cloud Storage.
+    Gs,
+    /// `az://`: Azure Blob Storage (the "bucket" is the container).
+    Az,
+}
+
+impl Scheme {
+    /// Every scheme, in the order messages list them.
+    pub const ALL: [Scheme; 3] = [Scheme::S3, Scheme::Gs, Scheme::Az];
+
+    /// `s3://`, `gs://` or `az://`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Scheme::S3 => "s3://",
+            Scheme::Gs => "gs://",
+            Scheme::Az => "az://",
+        }
+    }
+
+    /// The store's name, for messages.
+    pub fn store(self) -> &'static str {
+        match self {
+            Scheme::S3 => "S3",
+            Scheme::Gs => "Google Cloud Storage",
+            Scheme::Az => "Azure Blob Storage",
+        }
+    }
+
+    /// Whether the store would take `name` as a bucket (a container on Azure): 3 to 63 lower-case
+    /// letters, digits and the store's separators (S3: `-` `.`; GCS: `-` `_` `.`; Azure: `-`, never
+    /// two in a row), starting and ending with a letter or digit.
+    pub fn valid_bucket(self, name: &str) -> bool {
+        let separator = |b: u8| match self {
+            Scheme::S3 => b == b'-' || b == b'.',
+            Scheme::Gs => b == b'-' || b == b'_' || b == b'.',
+            Scheme::Az => b == b'-',
+        };
+        (3..=63).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || separator(b))
+            && name.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+            && name.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric)
+            && !(self == Scheme::Az && name.contains("--"))
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix())
+    }
+}
+
+/// An object's place: `s3://bucket/key`, `gs://bucket/key` or `az://container/key`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectUrl {
-    /// The bucket.
+    /// The kind of store.
+    pub scheme: Scheme,
+    /// The bucket (the container on Azure).
     pub bucket: String,
     /// The key within it (may be empty for a prefix at the bucket's root).
     pub key: String,
 }
 
 impl ObjectUrl {
-    /// Parses `s3://bucket/key`; the bucket must be a valid S3 bucket name.
+    /// Parses `s3://bucket/key`, `gs://bucket/key` or `az://container/key`; the bucket must be
+    /// a name its store takes.
     pub fn parse(url: &str) -> Result<Self, ContractError> {
         let bad = |why: &str| ContractError::Url { url: url.to_string(), why: why.to_string() };
-        let rest = url.strip_prefix("s3://").ok_or_else(|| bad("it must start with s3://"))?;
+        let (scheme, rest) = Scheme::ALL
+            .into_iter()
+            .find_map(|scheme| url.strip_prefix(scheme.prefix()).map(|rest| (scheme, rest)))
+            .ok_or_else(|| bad("it must start with s3://, gs:// or az://"))?;
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        let valid_bucket = (3..=63).contains(&bucket.len())
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && bucket.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
-            && bucket.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric);
-        if !valid_bucket {
-            return Err(bad("the bucket name is not a valid S3 bucket name"));
+        if !scheme.valid_bucket(bucket) {
+            return Err(bad(&format!("the bucket name is not one {} takes", scheme.store())));
         }
         if key.split('/').any(|part| part == "." || part == "..") || key.contains('\0') {
             return Err(bad("the key has a . or .. segment or a NUL"));
@@ -327,7 +385,7 @@ impl ObjectUrl {
         if key.len() > 1024 {
             return Err(bad("the key is longer than 1024 bytes"));
         }
-        Ok(Self { bucket: bucket.to_string(), key: key.to_string() })
+        Ok(Self { scheme, bucket: bucket.to_string(), key: key.to_string() })
     }
 
     /// The object at `name` under this prefix (one `/` between them).
@@ -336,13 +394,13 @@ impl ObjectUrl {
             "" => name.to_string(),
             prefix => format!("{prefix}/{name}"),
         };
-        Self { bucket: self.bucket.clone(), key }
+        Self { scheme: self.scheme, bucket: self.bucket.clone(), key }
     }
 }
 
 impl fmt::Display for ObjectUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
+        write!(f, "{}{}/{}", self.scheme, self.bucket, self.key)
     }
 }
 
@@ -406,7 +464,7 @@ pub enum ContractError {
     Version(u32),
     /// No operation, or more than [`MAX_OPERATIONS`].
     Operations(usize),
-    /// A bad `s3://` URL.
+    /// A bad object URL.
     Url { url: String, why: String },
     /// A webhook URL that is not http(s).
     Webhook(String),
@@ -697,7 +755,7 @@ pub struct OperationOutputs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct OutputObject {
-    /// `s3://bucket/key`.
+    /// `s3://bucket/key` (`gs://`, `az://` on those stores).
     pub url: String,
     /// Its size.
     pub bytes: u64,
@@ -849,7 +907,10 @@ mod tests {
     #[test]
     fn a_message_round_trips_and_its_operations_become_route_queries() {
         let read = JobMessage::read(example().to_string().as_bytes()).unwrap();
-        assert_eq!(read.input, ObjectUrl { bucket: "uploads".into(), key: "docs/42.pdf".into() });
+        assert_eq!(
+            read.input,
+            ObjectUrl { scheme: Scheme::S3, bucket: "uploads".into(), key: "docs/42.pdf".into() }
+        );
         assert_eq!(read.output.join("abc").to_string(), "s3://results/jobs/abc");
         let again: serde_json::Value = serde_json::to_value(&read.message).unwrap();
         assert_eq!(again, example());
@@ -906,6 +967,40 @@ mod tests {
         assert_eq!(with(&|m| m["idempotency_key"] = "".into()), ContractError::IdempotencyKey(0));
         let huge = vec![b' '; MAX_MESSAGE_BYTES + 1];
         assert_eq!(JobMessage::read(&huge).unwrap_err(), ContractError::TooLarge(huge.len()));
+    }
+
+    #[test]
+    fn object_urls_name_their_store_and_its_bucket_rules() {
+        for (url, scheme, bucket, key) in [
+            ("s3://uploads/a/b.pdf", Scheme::S3, "uploads", "a/b.pdf"),
+            ("gs://my_uploads/a.pdf", Scheme::Gs, "my_uploads", "a.pdf"),
+            ("az://up-loads/x/", Scheme::Az, "up-loads", "x/"),
+            ("az://results", Scheme::Az, "results", ""),
+        ] {
+            let parsed = ObjectUrl::parse(url).unwrap();
+            assert_eq!(parsed, ObjectUrl { scheme, bucket: bucket.into(), key: key.into() });
+            assert_eq!(
+                parsed.join("m.json").to_string(),
+                format!("{scheme}{bucket}/{}", {
+                    let prefix = key.trim_end_matches('/');
+                    if prefix.is_empty() {
+                        "m.json".to_string()
+                    } else {
+                        format!("{prefix}/m.json")
+                    }
+                })
+            );
+        }
+        // Each store's own bucket rules: `_` only on GCS, `.` not on Azure, no `--` on Azure.
+        for url in ["s3://my_uploads/a", "az://up.loads/a", "az://up--loads/a", "gs://Up/a"] {
+            let err = ObjectUrl::parse(url).unwrap_err();
+            assert!(
+                matches!(&err, ContractError::Url { why, .. } if why.contains("bucket name")),
+                "{url}: {err:?}"
+            );
+        }
+        let err = ObjectUrl::parse("abfs://c/a").unwrap_err();
+        assert!(matches!(&err, ContractError::Url { why, .. } if why.contains("gs://")), "{err:?}");
     }
 
     #[test]

@@ -191,20 +191,21 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         let config = objects.config();
         tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, "object store");
     }
-    let job_front = match args.jobs.broker() {
-        Some(broker) if objects.is_none() => {
+    let job_front = match (args.jobs.broker(), &objects) {
+        (Some(broker), None) => {
             drop(broker);
             return Err(JobsConfigError::NoStore.into());
         }
-        Some(broker) => {
+        (Some(broker), Some(objects)) => {
+            let upload = args.jobs.upload_url(objects.config().backend.scheme())?;
             let broker = Broker::connect(broker).await?;
             tracing::info!(nats = %broker.config.url, stream = %broker.config.stream, "job broker");
             let backlog = Arc::new(Backlog::default());
             exposition.add(&*backlog);
             tokio::spawn(backlog::watch(backlog.clone(), broker.clone()));
-            Some(JobsFront { broker, upload: args.jobs.upload_url()?, backlog })
+            Some(JobsFront { broker, upload, backlog })
         }
-        None => None,
+        (None, _) => None,
     };
     let webhook = args.jobs.webhook()?;
     let share_watch = office.watch_share();

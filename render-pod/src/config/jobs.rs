@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use renderpool_api::jobs::{ObjectUrl, Subjects, defaults};
+use renderpool_api::jobs::{ObjectUrl, Scheme, Subjects, defaults};
 use renderpool_api::render_pod::env;
 
 use crate::broker::BrokerConfig;
@@ -105,10 +105,25 @@ pub struct JobsArgs {
     /// File holding the S3 secret access key.
     #[arg(long, env = env::OBJECTS_S3_SECRET_ACCESS_KEY_FILE)]
     pub objects_s3_secret_access_key_file: Option<PathBuf>,
+    /// File holding a Google Cloud service account key (JSON): the store is Google Cloud
+    /// Storage, for gs://bucket/key URLs.
+    #[arg(long, env = env::OBJECTS_GCS_SERVICE_ACCOUNT_FILE)]
+    pub objects_gcs_service_account_file: Option<PathBuf>,
+    /// Azure storage account: the store is Azure Blob Storage, for az://container/key URLs.
+    #[arg(long, env = env::OBJECTS_AZURE_ACCOUNT)]
+    pub objects_azure_account: Option<String>,
+    /// File holding the Azure storage account's access key.
+    #[arg(long, env = env::OBJECTS_AZURE_ACCESS_KEY_FILE)]
+    pub objects_azure_access_key_file: Option<PathBuf>,
+    /// Azure Blob endpoint, when not https://<account>.blob.core.windows.net (Azurite, a
+    /// sovereign cloud), e.g. http://azurite:10000/devstoreaccount1.
+    #[arg(long, env = env::OBJECTS_AZURE_ENDPOINT)]
+    pub objects_azure_endpoint: Option<String>,
     /// A local folder instead of S3: s3://bucket/key is <folder>/bucket/key (a pod run by hand).
     #[arg(long, env = env::OBJECTS_DIR)]
     pub objects_dir: Option<PathBuf>,
-    /// Buckets documents may be read from (comma-separated): job inputs and `?source=`.
+    /// Buckets (containers on Azure) documents may be read from (comma-separated): job inputs
+    /// and `?source=`.
     #[arg(long, env = env::OBJECTS_READ_BUCKETS, value_delimiter = ',')]
     pub objects_read_buckets: Vec<String>,
     /// Buckets job outputs (and uploaded documents) may be written to (comma-separated).
@@ -127,7 +142,7 @@ pub enum JobsConfigError {
     Secret(#[from] SecretError),
     /// Jobs without a store to read and write.
     #[error(
-        "durable jobs (--jobs-nats-url) need an object store: --objects-s3-endpoint or --objects-dir"
+        "durable jobs (--jobs-nats-url) need an object store: --objects-s3-endpoint, --objects-gcs-service-account-file, --objects-azure-account or --objects-dir"
     )]
     NoStore,
     /// A bad upload URL.
@@ -139,10 +154,14 @@ impl JobsArgs {
     /// The object store, if one is configured.
     pub fn objects(&self) -> Result<Option<ObjectsConfig>, JobsConfigError> {
         Ok(ObjectsConfig::from_flags(&StoreFlags {
-            endpoint: self.objects_s3_endpoint.as_deref().filter(|e| !e.trim().is_empty()),
+            endpoint: given(&self.objects_s3_endpoint),
             region: &self.objects_s3_region,
             access_key_id_file: self.objects_s3_access_key_id_file.as_deref(),
             secret_access_key_file: self.objects_s3_secret_access_key_file.as_deref(),
+            gcs_service_account_file: self.objects_gcs_service_account_file.as_deref(),
+            azure_account: given(&self.objects_azure_account),
+            azure_access_key_file: self.objects_azure_access_key_file.as_deref(),
+            azure_endpoint: given(&self.objects_azure_endpoint),
             dir: self.objects_dir.as_deref(),
             read_buckets: &self.objects_read_buckets,
             write_buckets: &self.objects_write_buckets,
@@ -182,14 +201,24 @@ impl JobsArgs {
         })
     }
 
-    /// Where uploaded job documents go.
-    pub fn upload_url(&self) -> Result<Option<ObjectUrl>, JobsConfigError> {
-        self.jobs_upload_url
-            .as_deref()
-            .filter(|u| !u.trim().is_empty())
-            .map(|u| {
-                ObjectUrl::parse(u.trim()).map_err(|e| JobsConfigError::UploadUrl(e.to_string()))
-            })
-            .transpose()
+    /// Where uploaded job documents go: a URL the pod's store (`scheme`) takes.
+    pub fn upload_url(&self, scheme: Scheme) -> Result<Option<ObjectUrl>, JobsConfigError> {
+        let Some(text) = given(&self.jobs_upload_url) else {
+            return Ok(None);
+        };
+        let url =
+            ObjectUrl::parse(text.trim()).map_err(|e| JobsConfigError::UploadUrl(e.to_string()))?;
+        if url.scheme != scheme {
+            return Err(JobsConfigError::UploadUrl(format!(
+                "{url} is not on the pod's object store, {}, which takes {scheme} URLs",
+                scheme.store()
+            )));
+        }
+        Ok(Some(url))
     }
+}
+
+/// A flag's value, unless it is missing or blank (an unset variable in a pod spec).
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.trim().is_empty())
 }

@@ -52,7 +52,7 @@ pub async fn fetch(
         return Err(input::refuse(
             request,
             ApiError::invalid(format!(
-                "this pod has no object store (--objects-s3-endpoint or --objects-dir): send the document as the body, not as {PARAM}="
+                "this pod has no object store (no --objects-* flag): send the document as the body, not as {PARAM}="
             )),
         ));
     };
@@ -74,7 +74,7 @@ impl From<ObjectError> for ApiError {
     fn from(error: ObjectError) -> Self {
         let message = error.to_string();
         match error {
-            ObjectError::NotAllowed { .. } => {
+            ObjectError::NotAllowed { .. } | ObjectError::OtherStore { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, "bucket_not_allowed", message)
             }
             ObjectError::NotFound { .. } => {

@@ -6,11 +6,14 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
+use renderpool_api::jobs::Scheme;
 
 use crate::outbound::StoreConnector;
 
-/// The store behind `s3://` URLs.
+/// The pod's one object store, and so the one kind of URL it takes.
 #[derive(Clone)]
 pub enum Backend {
     /// An S3 endpoint (path-style requests, so any S3-compatible server works).
@@ -24,6 +27,21 @@ pub enum Backend {
         /// The secret, read from its file.
         secret_access_key: String,
     },
+    /// Google Cloud Storage, for `gs://` URLs.
+    Gcs {
+        /// The service account key (JSON), read from its file.
+        service_account: String,
+    },
+    /// Azure Blob Storage, for `az://container/key` URLs.
+    Azure {
+        /// The storage account.
+        account: String,
+        /// The account's access key, read from its file.
+        access_key: String,
+        /// `https://<account>.blob.core.windows.net` unless another endpoint is given (Azurite
+        /// or a sovereign cloud).
+        endpoint: Option<String>,
+    },
     /// A local folder: `s3://bucket/key` is `<folder>/bucket/key` (a pod run by hand).
     Dir(PathBuf),
 }
@@ -35,6 +53,12 @@ impl std::fmt::Debug for Backend {
             Backend::S3 { endpoint, region, .. } => {
                 f.debug_struct("S3").field("endpoint", endpoint).field("region", region).finish()
             }
+            Backend::Gcs { .. } => f.write_str("Gcs"),
+            Backend::Azure { account, endpoint, .. } => f
+                .debug_struct("Azure")
+                .field("account", account)
+                .field("endpoint", endpoint)
+                .finish(),
             Backend::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
         }
     }
@@ -57,6 +81,26 @@ impl Backend {
                     .build()?;
                 Ok(Arc::new(store))
             }
+            Backend::Gcs { service_account } => Ok(Arc::new(
+                GoogleCloudStorageBuilder::new()
+                    .with_service_account_key(service_account.clone())
+                    .with_bucket_name(bucket)
+                    .with_http_connector(StoreConnector)
+                    .build()?,
+            )),
+            Backend::Azure { account, access_key, endpoint } => {
+                let mut builder = MicrosoftAzureBuilder::new()
+                    .with_account(account.clone())
+                    .with_access_key(access_key.clone())
+                    .with_container_name(bucket)
+                    .with_http_connector(StoreConnector);
+                if let Some(endpoint) = endpoint {
+                    builder = builder
+                        .with_endpoint(endpoint.clone())
+                        .with_allow_http(endpoint.starts_with("http://"));
+                }
+                Ok(Arc::new(builder.build()?))
+            }
             Backend::Dir(dir) => {
                 let folder = dir.join(bucket);
                 std::fs::create_dir_all(&folder).map_err(|source| {
@@ -72,7 +116,16 @@ impl Backend {
 
     /// Whether objects carry a content type (a local folder has none).
     pub(super) fn keeps_content_types(&self) -> bool {
-        matches!(self, Backend::S3 { .. })
+        !matches!(self, Backend::Dir(_))
+    }
+
+    /// The URLs this store takes (a local folder stands in for S3).
+    pub fn scheme(&self) -> Scheme {
+        match self {
+            Backend::S3 { .. } | Backend::Dir(_) => Scheme::S3,
+            Backend::Gcs { .. } => Scheme::Gs,
+            Backend::Azure { .. } => Scheme::Az,
+        }
     }
 }
 
@@ -90,14 +143,12 @@ pub struct ObjectsConfig {
 /// Why the object store settings cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectsConfigError {
-    /// Both or neither of an endpoint and a folder.
-    #[error(
-        "give an S3 endpoint (--objects-s3-endpoint) or a local folder (--objects-dir), not both"
-    )]
-    Backend,
+    /// More than one store.
+    #[error("give one object store, not {0}")]
+    Backend(String),
     /// An endpoint that is not http(s).
-    #[error("--objects-s3-endpoint {0:?} is not an http:// or https:// URL")]
-    Endpoint(String),
+    #[error("{flag} {url:?} is not an http:// or https:// URL")]
+    Endpoint { flag: &'static str, url: String },
     /// S3 without credentials.
     #[error(
         "an S3 endpoint needs --objects-s3-access-key-id-file and --objects-s3-secret-access-key-file"
@@ -106,12 +157,18 @@ pub enum ObjectsConfigError {
     /// A credentials file could not be read.
     #[error("cannot read {path}: {source}")]
     File { path: PathBuf, source: std::io::Error },
+    /// Azure without its access key.
+    #[error("an Azure account (--objects-azure-account) needs --objects-azure-access-key-file")]
+    AzureKey,
     /// A credentials file holds nothing.
     #[error("{0} is empty")]
     Empty(PathBuf),
-    /// A bucket name S3 would refuse.
-    #[error("{0:?} is not a bucket name")]
-    Bucket(String),
+    /// A service account key the GCS client cannot use.
+    #[error("--objects-gcs-service-account-file {path}: {detail}")]
+    ServiceAccount { path: PathBuf, detail: String },
+    /// A bucket name the store would refuse.
+    #[error("{name:?} is not a bucket name {} takes", .scheme.store())]
+    Bucket { name: String, scheme: Scheme },
 }
 
 /// What the flags say about the store.
@@ -125,6 +182,14 @@ pub struct StoreFlags<'a> {
     pub access_key_id_file: Option<&'a Path>,
     /// `--objects-s3-secret-access-key-file`.
     pub secret_access_key_file: Option<&'a Path>,
+    /// `--objects-gcs-service-account-file`.
+    pub gcs_service_account_file: Option<&'a Path>,
+    /// `--objects-azure-account`.
+    pub azure_account: Option<&'a str>,
+    /// `--objects-azure-access-key-file`.
+    pub azure_access_key_file: Option<&'a Path>,
+    /// `--objects-azure-endpoint`.
+    pub azure_endpoint: Option<&'a str>,
     /// `--objects-dir`.
     pub dir: Option<&'a Path>,
     /// `--objects-read-buckets`.
@@ -137,33 +202,77 @@ impl ObjectsConfig {
     /// The store the flags describe, its credentials read from their files; `None` when no
     /// store is configured.
     pub fn from_flags(flags: &StoreFlags<'_>) -> Result<Option<Self>, ObjectsConfigError> {
-        let backend = match (flags.endpoint, flags.dir) {
-            (None, None) => return Ok(None),
-            (Some(_), Some(_)) => return Err(ObjectsConfigError::Backend),
-            (None, Some(dir)) => Backend::Dir(dir.to_path_buf()),
-            (Some(endpoint), None) => {
-                if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                    return Err(ObjectsConfigError::Endpoint(endpoint.to_string()));
-                }
-                let (Some(id), Some(secret)) =
-                    (flags.access_key_id_file, flags.secret_access_key_file)
-                else {
-                    return Err(ObjectsConfigError::Credentials);
-                };
-                Backend::S3 {
-                    endpoint: endpoint.trim_end_matches('/').to_string(),
-                    region: flags.region.to_string(),
-                    access_key_id: read_secret(id)?,
-                    secret_access_key: read_secret(secret)?,
-                }
-            }
+        let given: Vec<&str> = [
+            (flags.endpoint.is_some(), "--objects-s3-endpoint"),
+            (flags.gcs_service_account_file.is_some(), "--objects-gcs-service-account-file"),
+            (flags.azure_account.is_some(), "--objects-azure-account"),
+            (flags.dir.is_some(), "--objects-dir"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        let backend = match given.as_slice() {
+            [] => return Ok(None),
+            [_] => Self::backend(flags)?,
+            many => return Err(ObjectsConfigError::Backend(many.join(" and "))),
         };
+        let scheme = backend.scheme();
         Ok(Some(Self {
             backend,
-            read_buckets: buckets(flags.read_buckets)?,
-            write_buckets: buckets(flags.write_buckets)?,
+            read_buckets: buckets(flags.read_buckets, scheme)?,
+            write_buckets: buckets(flags.write_buckets, scheme)?,
         }))
     }
+
+    /// The one store the flags name.
+    fn backend(flags: &StoreFlags<'_>) -> Result<Backend, ObjectsConfigError> {
+        if let Some(endpoint) = flags.endpoint {
+            let (Some(id), Some(secret)) = (flags.access_key_id_file, flags.secret_access_key_file)
+            else {
+                return Err(ObjectsConfigError::Credentials);
+            };
+            return Ok(Backend::S3 {
+                endpoint: http_url("--objects-s3-endpoint", endpoint)?,
+                region: flags.region.to_string(),
+                access_key_id: read_secret(id)?,
+                secret_access_key: read_secret(secret)?,
+            });
+        }
+        if let Some(path) = flags.gcs_service_account_file {
+            let service_account = read_secret(path)?;
+            // Checked now, so a bad key stops the pod at start rather than its first job.
+            GoogleCloudStorageBuilder::new()
+                .with_service_account_key(service_account.clone())
+                .with_bucket_name("checked-at-start")
+                .with_http_connector(StoreConnector)
+                .build()
+                .map_err(|e| ObjectsConfigError::ServiceAccount {
+                    path: path.to_path_buf(),
+                    detail: e.to_string(),
+                })?;
+            return Ok(Backend::Gcs { service_account });
+        }
+        if let Some(account) = flags.azure_account {
+            let key = flags.azure_access_key_file.ok_or(ObjectsConfigError::AzureKey)?;
+            let endpoint =
+                flags.azure_endpoint.map(|url| http_url("--objects-azure-endpoint", url));
+            return Ok(Backend::Azure {
+                account: account.trim().to_string(),
+                access_key: read_secret(key)?,
+                endpoint: endpoint.transpose()?,
+            });
+        }
+        let dir = flags.dir.ok_or_else(|| ObjectsConfigError::Backend("none".into()))?;
+        Ok(Backend::Dir(dir.to_path_buf()))
+    }
+}
+
+/// `url` without a trailing `/`, if it is http(s).
+fn http_url(flag: &'static str, url: &str) -> Result<String, ObjectsConfigError> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(ObjectsConfigError::Endpoint { flag, url: url.to_string() });
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 /// A credential file's content, without surrounding whitespace.
@@ -177,15 +286,14 @@ pub fn read_secret(path: &Path) -> Result<String, ObjectsConfigError> {
     Ok(text.to_string())
 }
 
-fn buckets(names: &[String]) -> Result<BTreeSet<String>, ObjectsConfigError> {
+fn buckets(names: &[String], scheme: Scheme) -> Result<BTreeSet<String>, ObjectsConfigError> {
     names
         .iter()
         .map(|name| name.trim())
         .filter(|name| !name.is_empty())
-        .map(|name| {
-            renderpool_api::jobs::ObjectUrl::parse(&format!("s3://{name}"))
-                .map(|url| url.bucket)
-                .map_err(|_| ObjectsConfigError::Bucket(name.to_string()))
+        .map(|name| match scheme.valid_bucket(name) {
+            true => Ok(name.to_string()),
+            false => Err(ObjectsConfigError::Bucket { name: name.to_string(), scheme }),
         })
         .collect()
 }
@@ -210,7 +318,7 @@ mod tests {
         assert!(config.write_buckets.contains("results"));
         assert!(ObjectsConfig::from_flags(&StoreFlags::default()).unwrap().is_none());
         let both = StoreFlags { endpoint: Some("http://s3"), ..flags.clone() };
-        assert!(matches!(ObjectsConfig::from_flags(&both), Err(ObjectsConfigError::Backend)));
+        assert!(matches!(ObjectsConfig::from_flags(&both), Err(ObjectsConfigError::Backend(_))));
         let no_keys = StoreFlags { endpoint: Some("http://s3"), dir: None, ..flags.clone() };
         assert!(matches!(
             ObjectsConfig::from_flags(&no_keys),
@@ -218,7 +326,10 @@ mod tests {
         ));
         let bad = vec!["Not_A_Bucket".to_string()];
         let bad = StoreFlags { read_buckets: &bad, ..flags.clone() };
-        assert!(matches!(ObjectsConfig::from_flags(&bad), Err(ObjectsConfigError::Bucket(_))));
+        assert!(matches!(
+            ObjectsConfig::from_flags(&bad),
+            Err(ObjectsConfigError::Bucket { scheme: Scheme::S3, .. })
+        ));
         let id = dir.path().join("id");
         std::fs::write(&id, " key\n").unwrap();
         let empty = dir.path().join("empty");
@@ -237,5 +348,61 @@ mod tests {
         assert!(!format!("{:?}", config.backend).contains("key\""), "no secret in the debug form");
         let s3_empty = StoreFlags { secret_access_key_file: Some(&empty), ..s3 };
         assert!(matches!(ObjectsConfig::from_flags(&s3_empty), Err(ObjectsConfigError::Empty(_))));
+    }
+
+    #[test]
+    fn gcs_and_azure_take_their_own_urls_and_bucket_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.json");
+        // The fields object_store reads for an emulator; a real key has a private key instead.
+        std::fs::write(
+            &key,
+            r#"{"gcs_base_url": "http://127.0.0.1:1", "disable_oauth": true,
+            "client_email": "", "private_key": "", "private_key_id": ""}"#,
+        )
+        .unwrap();
+        let buckets = vec!["my_uploads".to_string()];
+        let gcs = StoreFlags {
+            gcs_service_account_file: Some(&key),
+            read_buckets: &buckets,
+            ..Default::default()
+        };
+        let config = ObjectsConfig::from_flags(&gcs).unwrap().unwrap();
+        assert_eq!(config.backend.scheme(), Scheme::Gs);
+        assert!(config.read_buckets.contains("my_uploads"));
+        assert!(config.backend.open("my_uploads").is_ok());
+        std::fs::write(&key, "not a key").unwrap();
+        assert!(matches!(
+            ObjectsConfig::from_flags(&gcs),
+            Err(ObjectsConfigError::ServiceAccount { .. })
+        ));
+
+        let access = dir.path().join("access-key");
+        std::fs::write(&access, "a2V5\n").unwrap();
+        let azure = StoreFlags {
+            azure_account: Some("devstoreaccount1"),
+            azure_access_key_file: Some(&access),
+            azure_endpoint: Some("http://127.0.0.1:10000/devstoreaccount1/"),
+            ..Default::default()
+        };
+        let config = ObjectsConfig::from_flags(&azure).unwrap().unwrap();
+        assert_eq!(config.backend.scheme(), Scheme::Az);
+        assert!(matches!(&config.backend, Backend::Azure { endpoint: Some(e), access_key, .. }
+            if e == "http://127.0.0.1:10000/devstoreaccount1" && access_key == "a2V5"));
+        assert!(!format!("{:?}", config.backend).contains("a2V5"), "no key in the debug form");
+        // `_` is a GCS separator, not an Azure one.
+        let azure_bad = StoreFlags { read_buckets: &buckets, ..azure.clone() };
+        assert!(matches!(
+            ObjectsConfig::from_flags(&azure_bad),
+            Err(ObjectsConfigError::Bucket { scheme: Scheme::Az, .. })
+        ));
+        let no_key = StoreFlags { azure_access_key_file: None, ..azure.clone() };
+        assert!(matches!(ObjectsConfig::from_flags(&no_key), Err(ObjectsConfigError::AzureKey)));
+        let two = StoreFlags { gcs_service_account_file: Some(&key), ..azure };
+        let err = ObjectsConfig::from_flags(&two).unwrap_err().to_string();
+        assert!(
+            err.contains("--objects-gcs-service-account-file and --objects-azure-account"),
+            "{err}"
+        );
     }
 }

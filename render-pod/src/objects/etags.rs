@@ -80,7 +80,11 @@ mod tests {
     use super::*;
 
     fn url(key: &str) -> ObjectUrl {
-        ObjectUrl { bucket: "docs".into(), key: key.into() }
+        ObjectUrl {
+            scheme: renderpool_api::jobs::Scheme::S3,
+            bucket: "docs".into(),
+            key: key.into(),
+        }
     }
 
     fn seen(etag: &str, document: &[u8]) -> Seen {

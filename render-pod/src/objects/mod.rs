@@ -1,6 +1,7 @@
-//! Documents and results in object storage: `s3://bucket/key` URLs on an S3 endpoint (or, for a
-//! pod run by hand, a local folder with one sub-folder per bucket), only in the buckets the pod
-//! may read or write. Reads are bounded (the largest accepted body) and counted in the upload
+//! Documents and results in object storage: `s3://bucket/key` URLs on an S3 endpoint,
+//! `gs://bucket/key` on Google Cloud Storage or `az://container/key` on Azure Blob Storage, one
+//! store per pod (or, for a pod run by hand, a local folder with one sub-folder per bucket), only
+//! in the buckets the pod may read or write. Reads are bounded (the largest accepted body) and counted in the upload
 //! budget like a request body. What was read stays in the pod's one document cache, beside
 //! uploads named by digest, and an index of ETags says which cached document an object is: a
 //! viewer paging through a stored upload (or a job after another on the same input) costs one
@@ -18,7 +19,7 @@ use object_store::path::Path as StorePath;
 use object_store::{
     Attribute, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutOptions, PutPayload,
 };
-use renderpool_api::jobs::ObjectUrl;
+use renderpool_api::jobs::{ObjectUrl, Scheme};
 
 use crate::byte_budget::ByteBudget;
 use crate::doc_cache::{Digest, DocCache, HeldDocument};
@@ -49,6 +50,9 @@ impl std::fmt::Display for Access {
 /// Why an object could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
+    /// The URL names another kind of store than the pod's.
+    #[error("{url}: the pool's object store is {store}, which takes {scheme} URLs only")]
+    OtherStore { url: String, store: &'static str, scheme: Scheme },
     /// The bucket is not one the pod may use this way.
     #[error("{url}: the pool may not {access} bucket {bucket:?} (allowed: {allowed})")]
     NotAllowed { url: String, bucket: String, access: Access, allowed: String },
@@ -120,6 +124,14 @@ impl Objects {
 
     /// Checks that `url` may be used for `access`.
     pub fn check(&self, url: &ObjectUrl, access: Access) -> Result<(), ObjectError> {
+        let scheme = self.config.backend.scheme();
+        if url.scheme != scheme {
+            return Err(ObjectError::OtherStore {
+                url: url.to_string(),
+                store: scheme.store(),
+                scheme,
+            });
+        }
         let allowed = match access {
             Access::Read => &self.config.read_buckets,
             Access::Write => &self.config.write_buckets,
@@ -255,7 +267,11 @@ impl Objects {
         Ok(listed
             .into_iter()
             .map(|meta| Listed {
-                url: ObjectUrl { bucket: prefix.bucket.clone(), key: meta.location.to_string() },
+                url: ObjectUrl {
+                    scheme: prefix.scheme,
+                    bucket: prefix.bucket.clone(),
+                    key: meta.location.to_string(),
+                },
                 bytes: meta.size,
             })
             .collect())
