@@ -16,6 +16,12 @@ const NATS_TOKEN: &str = "token";
 const S3_MOUNT: &str = "/etc/renderpool/s3";
 const S3_ACCESS_KEY_ID: &str = "access-key-id";
 const S3_SECRET_ACCESS_KEY: &str = "secret-access-key";
+/// Folder of the GCS service account key, and its file name.
+const GCS_MOUNT: &str = "/etc/renderpool/gcs";
+const GCS_SERVICE_ACCOUNT: &str = "service-account.json";
+/// Folder of the Azure access key, and its file name.
+const AZURE_MOUNT: &str = "/etc/renderpool/azure";
+const AZURE_ACCESS_KEY: &str = "access-key";
 /// Folder of the webhook signing secret, and its file name.
 const WEBHOOK_MOUNT: &str = "/etc/renderpool/webhook";
 const WEBHOOK_SECRET: &str = "secret";
@@ -64,23 +70,48 @@ pub(super) fn parts(jobs: &JobsSpec) -> JobsParts {
     p.vars.push(env(var::JOBS_ACK_WAIT_MS, ack_wait_ms.to_string()));
     p.vars.push(env(var::JOBS_MAX_DELIVERIES, jobs.max_deliveries.to_string()));
     let objects = &jobs.objects;
-    p.vars.push(env(var::OBJECTS_S3_ENDPOINT, objects.endpoint.clone()));
-    p.vars.push(env(var::OBJECTS_S3_REGION, objects.region.clone()));
-    let keys = &objects.credentials_secret_ref;
-    p.secret(
-        "jobs-s3",
-        &keys.name,
-        &[
-            (&keys.access_key_id_key, S3_ACCESS_KEY_ID),
-            (&keys.secret_access_key_key, S3_SECRET_ACCESS_KEY),
-        ],
-        S3_MOUNT,
-    );
-    p.vars.push(env(var::OBJECTS_S3_ACCESS_KEY_ID_FILE, format!("{S3_MOUNT}/{S3_ACCESS_KEY_ID}")));
-    p.vars.push(env(
-        var::OBJECTS_S3_SECRET_ACCESS_KEY_FILE,
-        format!("{S3_MOUNT}/{S3_SECRET_ACCESS_KEY}"),
-    ));
+    // Validation lets exactly one store through.
+    if let (Some(endpoint), Some(keys)) = (&objects.endpoint, &objects.credentials_secret_ref) {
+        p.vars.push(env(var::OBJECTS_S3_ENDPOINT, endpoint.clone()));
+        p.vars.push(env(var::OBJECTS_S3_REGION, objects.region.clone()));
+        p.secret(
+            "jobs-s3",
+            &keys.name,
+            &[
+                (&keys.access_key_id_key, S3_ACCESS_KEY_ID),
+                (&keys.secret_access_key_key, S3_SECRET_ACCESS_KEY),
+            ],
+            S3_MOUNT,
+        );
+        p.vars.push(env(
+            var::OBJECTS_S3_ACCESS_KEY_ID_FILE,
+            format!("{S3_MOUNT}/{S3_ACCESS_KEY_ID}"),
+        ));
+        p.vars.push(env(
+            var::OBJECTS_S3_SECRET_ACCESS_KEY_FILE,
+            format!("{S3_MOUNT}/{S3_SECRET_ACCESS_KEY}"),
+        ));
+    }
+    if let Some(gcs) = &objects.gcs {
+        let key = &gcs.service_account_secret_ref;
+        p.secret("jobs-gcs", &key.name, &[(&key.key, GCS_SERVICE_ACCOUNT)], GCS_MOUNT);
+        p.vars.push(env(
+            var::OBJECTS_GCS_SERVICE_ACCOUNT_FILE,
+            format!("{GCS_MOUNT}/{GCS_SERVICE_ACCOUNT}"),
+        ));
+    }
+    if let Some(azure) = &objects.azure {
+        let key = &azure.access_key_secret_ref;
+        p.secret("jobs-azure", &key.name, &[(&key.key, AZURE_ACCESS_KEY)], AZURE_MOUNT);
+        p.vars.push(env(var::OBJECTS_AZURE_ACCOUNT, azure.account.clone()));
+        p.vars.push(env(
+            var::OBJECTS_AZURE_ACCESS_KEY_FILE,
+            format!("{AZURE_MOUNT}/{AZURE_ACCESS_KEY}"),
+        ));
+        if let Some(endpoint) = &azure.endpoint {
+            p.vars.push(env(var::OBJECTS_AZURE_ENDPOINT, endpoint.clone()));
+        }
+    }
     p.vars.push(env(var::OBJECTS_READ_BUCKETS, objects.read_buckets.join(",")));
     p.vars.push(env(var::OBJECTS_WRITE_BUCKETS, objects.write_buckets.join(",")));
     if let Some(upload) = &jobs.upload_url {
@@ -100,6 +131,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use crate::build::tests::{children, container, env_map, parse_as_the_pod};
     use k8s_openapi::api::core::v1::PodSpec;
+    use renderpool_api::jobs::Scheme;
     use std::collections::BTreeMap;
     use std::path::PathBuf;
 
@@ -227,7 +259,7 @@ mod tests {
         assert_eq!(jobs.objects_s3_region, "eu-west-1");
         assert_eq!(jobs.objects_read_buckets, ["inputs", "uploads"]);
         assert_eq!(jobs.objects_write_buckets, ["outputs", "uploads"]);
-        assert_eq!(jobs.upload_url().unwrap().unwrap().bucket, "uploads");
+        assert_eq!(jobs.upload_url(Scheme::S3).unwrap().unwrap().bucket, "uploads");
         assert!(jobs.jobs_webhook_allow_private);
     }
 
@@ -256,6 +288,42 @@ mod tests {
         assert_eq!((pool_broker.creds_file, pool_broker.token_file), (None, None));
         assert!(!pool.jobs_webhook_allow_private && pool.jobs_webhook_secret_file.is_none());
         assert_eq!(pool.jobs_upload_url, None);
+    }
+
+    #[test]
+    fn a_gcs_or_azure_store_mounts_its_key_and_the_pod_takes_its_urls() {
+        let s3 = "    endpoint: https://s3.example\n    credentialsSecretRef: {name: s3-keys}\n";
+        for (store, volume, file_var, file, scheme) in [
+            (
+                "    gcs: {serviceAccountSecretRef: {name: gcs-key, key: sa.json}}\n",
+                "jobs-gcs",
+                "RENDERPOD_OBJECTS_GCS_SERVICE_ACCOUNT_FILE",
+                "service-account.json",
+                Scheme::Gs,
+            ),
+            (
+                "    azure: {account: shop, accessKeySecretRef: {name: az-key, key: k}, endpoint: 'http://azurite:10000/shop'}\n",
+                "jobs-azure",
+                "RENDERPOD_OBJECTS_AZURE_ACCESS_KEY_FILE",
+                "access-key",
+                Scheme::Az,
+            ),
+        ] {
+            let yaml = MINIMAL.replace(s3, store);
+            let pod = pod(&yaml);
+            let (secrets, mounts) = secrets(&pod);
+            assert!(!secrets.contains_key("jobs-s3"), "{store}");
+            assert_eq!(secrets[volume].1.len(), 1, "{store}");
+            assert_eq!(secrets[volume].1[0].1, file);
+            let env = env_map(&pod.containers[0]);
+            assert_eq!(env[file_var], format!("{}/{file}", mounts[volume]));
+            assert!(!env.contains_key("RENDERPOD_OBJECTS_S3_ENDPOINT"));
+            let args = parse_as_the_pod(&env).unwrap();
+            let mut jobs = args.jobs;
+            jobs.jobs_upload_url = Some(format!("{scheme}outputs/jobs"));
+            assert_eq!(jobs.upload_url(scheme).unwrap().unwrap().scheme, scheme);
+            assert!(jobs.upload_url(Scheme::S3).is_err(), "{store}: not an S3 URL");
+        }
     }
 
     #[test]

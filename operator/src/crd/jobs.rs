@@ -1,16 +1,18 @@
-//! `spec.jobs`: durable jobs through NATS JetStream with documents in an S3 object store. Each
-//! field becomes a `render-pod serve` flag; each Secret reaches the pods as a mounted file.
+//! `spec.jobs`: durable jobs through NATS JetStream with documents in an object store (S3, GCS
+//! or Azure Blob). Each field becomes a `render-pod serve` flag; each Secret reaches the pods as a
+//! mounted file.
 
 use super::{SecretKeyRef, bounds, defaults};
 use kube::KubeSchema;
+use renderpool_api::jobs::Scheme;
 use serde::{Deserialize, Serialize};
 
 /// Durable jobs (POST /v1/jobs): the render pods take jobs from a NATS JetStream stream, read
-/// their documents from an S3-compatible object store and write the results there, and call each
-/// job's webhook at its end. Omit to run without durable jobs (POST /v1/jobs answers 404).
-/// Credentials are named by Secret; each is mounted read-only into the render pods as a file and
-/// read when a pod starts, so after changing one restart the pods (kubectl rollout restart
-/// deployment <pool>-render).
+/// their documents from an object store (S3-compatible, GCS or Azure Blob) and write the
+/// results there, and call each job's webhook at its end. Omit to run without durable jobs
+/// (POST /v1/jobs answers 404). Credentials are named by Secret; each is mounted read-only into
+/// the render pods as a file and read when a pod starts, so after changing one restart the pods
+/// (kubectl rollout restart deployment <pool>-render).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobsSpec {
@@ -148,36 +150,96 @@ impl Default for StreamSpec {
     }
 }
 
-/// An S3-compatible object store (AWS S3, MinIO, Ceph RGW, ...), addressed path-style.
+/// The object store job documents are read from and results written to, exactly one of: an
+/// S3-compatible store (endpoint and credentialsSecretRef: AWS S3, MinIO, Ceph RGW, ..., addressed
+/// path-style; s3://bucket/key URLs), Google Cloud Storage (gcs; gs://bucket/key) or Azure Blob
+/// Storage (azure; az://container/key). Jobs, ?source= and uploadUrl name objects by the store's
+/// URLs only.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(
+    "(has(self.endpoint) ? 1 : 0) + (has(self.gcs) ? 1 : 0) + (has(self.azure) ? 1 : 0) == 1"
+).message("jobs.objects needs exactly one store: endpoint (S3), gcs or azure"))]
+#[x_kube(validation = Rule::new("has(self.endpoint) == has(self.credentialsSecretRef)")
+    .message("jobs.objects.endpoint (S3) and jobs.objects.credentialsSecretRef go together"))]
 pub struct ObjectStoreSpec {
-    /// The S3 endpoint, http:// or https://, e.g. http://minio.storage:9000 or
+    /// S3: the endpoint, http:// or https://, e.g. http://minio.storage:9000 or
     /// https://s3.eu-west-1.amazonaws.com.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2048))]
     #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')")
         .message("jobs.objects.endpoint must start with http:// or https://"))]
-    pub endpoint: String,
+    pub endpoint: Option<String>,
 
-    /// The region requests are signed for.
+    /// S3: the region requests are signed for.
     #[serde(default = "defaults::s3_region")]
     #[schemars(length(min = 1, max = 64))]
     pub region: String,
 
-    /// The Secret holding the store's access key id and secret access key.
-    pub credentials_secret_ref: S3CredentialsRef,
+    /// S3: the Secret holding the store's access key id and secret access key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<S3CredentialsRef>,
 
-    /// Buckets job documents may be read from (and ?source= URLs name). A job naming another
-    /// bucket is refused.
+    /// Google Cloud Storage instead of S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsStoreSpec>,
+
+    /// Azure Blob Storage instead of S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureStoreSpec>,
+
+    /// Buckets (containers on Azure) job documents may be read from (and ?source= URLs name). A
+    /// job naming another bucket is refused.
     #[schemars(length(min = 1, max = 100))]
-    #[schemars(inner(length(min = 3, max = 63), pattern(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")))]
+    #[schemars(inner(length(min = 3, max = 63), pattern(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")))]
     pub read_buckets: Vec<String>,
 
-    /// Buckets job results (and uploaded documents) may be written to. A job naming another
-    /// bucket is refused.
+    /// Buckets (containers on Azure) job results (and uploaded documents) may be written to. A
+    /// job naming another bucket is refused.
     #[schemars(length(min = 1, max = 100))]
-    #[schemars(inner(length(min = 3, max = 63), pattern(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")))]
+    #[schemars(inner(length(min = 3, max = 63), pattern(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")))]
     pub write_buckets: Vec<String>,
+}
+
+impl ObjectStoreSpec {
+    /// The URLs the store takes.
+    pub fn scheme(&self) -> Scheme {
+        match (&self.gcs, &self.azure) {
+            (Some(_), _) => Scheme::Gs,
+            (None, Some(_)) => Scheme::Az,
+            (None, None) => Scheme::S3,
+        }
+    }
+}
+
+/// Google Cloud Storage, for gs://bucket/key URLs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GcsStoreSpec {
+    /// The Secret key holding a service account key: the JSON file `gcloud iam
+    /// service-accounts keys create` writes, of an account that may read and write the buckets.
+    pub service_account_secret_ref: SecretKeyRef,
+}
+
+/// Azure Blob Storage, for az://container/key URLs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AzureStoreSpec {
+    /// The storage account.
+    #[schemars(length(min = 3, max = 24))]
+    #[schemars(pattern(r"^[a-z0-9]+$"))]
+    pub account: String,
+
+    /// The Secret key holding the storage account's access key.
+    pub access_key_secret_ref: SecretKeyRef,
+
+    /// The Blob endpoint, when not https://<account>.blob.core.windows.net: a sovereign cloud,
+    /// or Azurite (http://azurite:10000/<account>).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')")
+        .message("jobs.objects.azure.endpoint must start with http:// or https://"))]
+    pub endpoint: Option<String>,
 }
 
 /// A Secret in the pool's namespace holding S3 credentials.

@@ -17,7 +17,8 @@ mod defaults;
 mod jobs;
 
 pub use jobs::{
-    JobsSpec, NatsCredentialsRef, NatsSpec, ObjectStoreSpec, S3CredentialsRef, StreamSpec,
+    AzureStoreSpec, GcsStoreSpec, JobsSpec, NatsCredentialsRef, NatsSpec, ObjectStoreSpec,
+    S3CredentialsRef, StreamSpec,
 };
 
 /// A pool of render pods (PDF page images, text, watermarks) with its Gotenberg pool for Office

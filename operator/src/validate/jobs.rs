@@ -28,9 +28,33 @@ pub(super) fn check(jobs: &JobsSpec) -> Result<(), SpecError> {
         );
     }
     let objects = &jobs.objects;
-    if !(objects.endpoint.starts_with("http://") || objects.endpoint.starts_with("https://")) {
-        return bad("spec.jobs.objects.endpoint", "must start with http:// or https://".into());
+    let stores = [objects.endpoint.is_some(), objects.gcs.is_some(), objects.azure.is_some()];
+    if stores.iter().filter(|given| **given).count() != 1 {
+        return bad(
+            "spec.jobs.objects",
+            "needs exactly one store: endpoint (S3), gcs or azure".into(),
+        );
     }
+    if objects.endpoint.is_some() != objects.credentials_secret_ref.is_some() {
+        return bad(
+            "spec.jobs.objects.credentialsSecretRef",
+            "goes with jobs.objects.endpoint (S3), and only with it".into(),
+        );
+    }
+    for (field, url) in [
+        ("spec.jobs.objects.endpoint", objects.endpoint.as_ref()),
+        (
+            "spec.jobs.objects.azure.endpoint",
+            objects.azure.as_ref().and_then(|a| a.endpoint.as_ref()),
+        ),
+    ] {
+        if let Some(url) = url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad(field, "must start with http:// or https://".into());
+        }
+    }
+    let scheme = objects.scheme();
     for (field, buckets) in [
         ("spec.jobs.objects.readBuckets", &objects.read_buckets),
         ("spec.jobs.objects.writeBuckets", &objects.write_buckets),
@@ -39,9 +63,11 @@ pub(super) fn check(jobs: &JobsSpec) -> Result<(), SpecError> {
             return bad(field, "is empty: name at least one bucket".into());
         }
         // The render pod's own check of a bucket name.
-        if let Some(name) = buckets.iter().find(|b| ObjectUrl::parse(&format!("s3://{b}")).is_err())
-        {
-            return bad(field, format!("has {name:?}, which is no valid S3 bucket name"));
+        if let Some(name) = buckets.iter().find(|b| !scheme.valid_bucket(b)) {
+            return bad(
+                field,
+                format!("has {name:?}, which {} takes as no bucket name", scheme.store()),
+            );
         }
     }
     if let Some(upload) = &jobs.upload_url {
@@ -49,6 +75,15 @@ pub(super) fn check(jobs: &JobsSpec) -> Result<(), SpecError> {
             field: "spec.jobs.uploadUrl".into(),
             problem: e.to_string(),
         })?;
+        if url.scheme != scheme {
+            return bad(
+                "spec.jobs.uploadUrl",
+                format!(
+                    "is not on the pool's store, {}, which takes {scheme} URLs",
+                    scheme.store()
+                ),
+            );
+        }
         // The pods write the upload and then read it back as the job's document.
         if !(objects.write_buckets.contains(&url.bucket)
             && objects.read_buckets.contains(&url.bucket))
@@ -105,7 +140,14 @@ mod tests {
             ("nats://nats", "http://nats", "spec.jobs.nats.url must start with nats://"),
             ("http://minio", "minio", "spec.jobs.objects.endpoint must start with http://"),
             ("[inputs, uploads]", "[]", "spec.jobs.objects.readBuckets is empty"),
-            ("[outputs, uploads]", "[Out_puts]", "spec.jobs.objects.writeBuckets has \"Out_puts\""),
+            ("[outputs, uploads]", "[out_puts]", "spec.jobs.objects.writeBuckets has \"out_puts\""),
+            (
+                "    credentialsSecretRef: {name: s3-keys}\n",
+                "    credentialsSecretRef: {name: s3-keys}\n    gcs: {serviceAccountSecretRef: {name: g, key: k}}\n",
+                "spec.jobs.objects needs exactly one store",
+            ),
+            ("    credentialsSecretRef: {name: s3-keys}\n", "", "credentialsSecretRef goes with"),
+            ("s3://uploads/jobs", "gs://uploads/jobs", "is not on the pool's store, S3"),
             (
                 "s3://uploads/jobs",
                 "s3://outputs/jobs",
