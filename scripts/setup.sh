@@ -50,6 +50,9 @@ if $cluster; then
   done
   # The real-node tests' pods run the host's static busybox (Debian's dynamic one needs a libc).
   dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+  # Azurite, the Azure Blob emulator of the job tests, is a Node.js program installed with npm.
+  command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 fi
 # Image assembly (umoci, mmdebstrap, jq) and the image tests' runtime (runc).
 if $images; then

@@ -101,7 +101,7 @@ fn cpu(pod: &RenderPod, world: &World) -> [f64; 3] {
     [
         cpu_seconds(pod.pid(), true),
         cpu_seconds(world.nats.pid(), false),
-        cpu_seconds(world.s3.pid(), false),
+        cpu_seconds(world.store.s3().pid(), false),
     ]
 }
 

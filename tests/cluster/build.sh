@@ -3,9 +3,10 @@
 # kubectl, kwok, helm), Gotenberg (its LibreOffice-only command, with pdfcpu), the real test
 # node (kubelet, kube-proxy, containerd with its runc shim and ctr, the CNI plugins, CoreDNS) and
 # the autoscaling pipeline (Prometheus, prometheus-adapter, Karpenter with its KWOK provider, and
-# KEDA with its CRDs) and the durable jobs' servers (NATS, the Versity S3 Gateway) from the
-# pinned wrapper modules beside this script. Binaries are cached outside the checkout, keyed by
-# tool version and go.sum hash, so a warm run only checks stamps.
+# KEDA with its CRDs) and the durable jobs' servers (NATS, the Versity S3 Gateway, the GCS
+# emulator fake-gcs-server) from the pinned wrapper modules beside this script, and installs the
+# Azure Blob emulator Azurite from its npm lockfile. Binaries are cached outside the checkout,
+# keyed by tool version and go.sum (or lockfile) hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
 # `build.sh gotenberg` for scripts/run.sh --office), only those are built.
 set -euo pipefail
@@ -150,6 +151,28 @@ build nats-server "$nats_version" "-s -w" github.com/nats-io/nats-server/v2
 versitygw_version=$(module_version versitygw github.com/versity/versitygw)
 build versitygw "$versitygw_version" "-s -w -X main.Version=$versitygw_version" \
   github.com/versity/versitygw/cmd/versitygw
+# Their Google Cloud Storage emulator (gs:// URLs): no cloud is reachable from a test. The
+# wrapper's own main serves fake-gcs-server's storage and mends one gap (see its main.go).
+build fake-gcs-server "$(module_version fake-gcs-server github.com/fsouza/fake-gcs-server)" "-s -w" \
+  renderpool.dev/tests/cluster/fake-gcs-server
+# Their Azure Blob Storage emulator (az:// URLs), Microsoft's Azurite: a Node.js program from npm,
+# installed from its lockfile (every package pinned by integrity hash) into a folder keyed by it.
+if wanted azurite; then
+  command -v npm >/dev/null 2>&1 || { echo "build.sh: Azurite needs Node.js and npm (scripts/setup.sh --cluster installs them)" >&2; exit 1; }
+  azurite_dest="$cache/npm/azurite-$(cat "$here/azurite/package.json" "$here/azurite/package-lock.json" |
+    sha256sum | cut -c1-12)"
+  if [ ! -f "$azurite_dest/.complete" ]; then
+    start=$SECONDS
+    rm -rf "$azurite_dest"
+    mkdir -p "$azurite_dest"
+    cp "$here/azurite/package.json" "$here/azurite/package-lock.json" "$azurite_dest/"
+    (cd "$azurite_dest" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
+    touch "$azurite_dest/.complete"
+    find "$cache/npm" -maxdepth 1 -name "azurite-*" ! -path "$azurite_dest" -exec rm -rf {} +
+    echo "installed azurite in $((SECONDS - start))s" >&2
+  fi
+  ln -sf "$azurite_dest/node_modules/.bin/azurite-blob" "$bin/azurite-blob"
+fi
 
 # The real node's runtime and network. Debian's runc and nft run beside them (scripts/setup.sh).
 containerd_version=$(pinned containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION")

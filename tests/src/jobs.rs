@@ -24,8 +24,10 @@ use sha2::Sha256;
 
 use crate::LOOPBACK;
 use crate::nats::NatsServer;
+use crate::object_stores::Store;
 use crate::render_pod::RenderPod;
 use crate::versitygw::S3Server;
+use renderpool_api::jobs::Scheme;
 
 /// The buckets: documents are read from `uploads`, outputs written to `results`; `private`
 /// exists but the pods may not touch it.
@@ -190,12 +192,12 @@ impl Drop for Silent {
 /// The flag that lets a pod send webhooks to private addresses.
 const ALLOW_PRIVATE: &str = "--jobs-webhook-allow-private";
 
-/// NATS, S3 and a folder for the pods' secrets.
+/// NATS, an object store and a folder for the pods' secrets.
 pub struct World {
     /// The broker.
     pub nats: NatsServer,
     /// The object store.
-    pub s3: S3Server,
+    pub store: Store,
     secrets: tempfile::TempDir,
     /// The file holding the broker's token, when it wants one.
     pub nats_token_file: Option<std::path::PathBuf>,
@@ -220,6 +222,18 @@ impl World {
     pub async fn start_on(host: &'static str, token: Option<&str>) -> World {
         let (nats, s3) =
             tokio::join!(NatsServer::start_on(host, token), S3Server::start_on(host, &BUCKETS));
+        World::with(nats, Store::S3(s3), token).await
+    }
+
+    /// NATS and the object store `scheme` names (the S3 server, or the GCS or Azure Blob
+    /// emulator), on 127.0.0.1.
+    pub async fn start_with_store(scheme: Scheme) -> World {
+        let (nats, store) =
+            tokio::join!(NatsServer::start_on(LOOPBACK, None), Store::start(scheme, &BUCKETS));
+        World::with(nats, store, None).await
+    }
+
+    async fn with(nats: NatsServer, store: Store, token: Option<&str>) -> World {
         let secrets = tempfile::tempdir().unwrap_or_else(|err| panic!("secrets folder: {err}"));
         std::fs::write(secrets.path().join("webhook-secret"), SECRET)
             .unwrap_or_else(|err| panic!("webhook secret: {err}"));
@@ -239,7 +253,7 @@ impl World {
             .await
             .unwrap_or_else(|err| panic!("connect to {}: {err}", nats.url()));
         let subjects = Subjects::under(defaults::SUBJECT_PREFIX);
-        World { nats, s3, secrets, nats_token_file, client, subjects }
+        World { nats, store, secrets, nats_token_file, client, subjects }
     }
 
     /// The render pod's flags for this world, then `extra`. Webhooks may go to the tests'
@@ -251,7 +265,7 @@ impl World {
             "--jobs-webhook-secret-file".into(),
             self.secrets.path().join("webhook-secret").display().to_string(),
             "--jobs-upload-url".into(),
-            "s3://uploads/incoming".into(),
+            self.store.url("uploads", "incoming"),
         ];
         if let Some(path) = &self.nats_token_file {
             flags.extend(["--jobs-nats-token-file".to_string(), path.display().to_string()]);
@@ -259,7 +273,7 @@ impl World {
         if !extra.contains(&ALLOW_PRIVATE) {
             flags.extend([ALLOW_PRIVATE.to_string(), "true".into()]);
         }
-        flags.extend(self.s3.pod_flags(&["uploads", "results"], &["uploads", "results"]));
+        flags.extend(self.store.pod_flags(&["uploads", "results"], &["uploads", "results"]));
         flags.extend(extra.iter().map(|f| f.to_string()));
         flags
     }
@@ -276,31 +290,34 @@ impl World {
         RenderPod::start_binary(binary, &flags, &[]).await
     }
 
-    /// Puts `bytes` at `s3://bucket/key` over S3.
+    /// Puts `bytes` at `bucket/key` of the world's store.
     pub async fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
-        self.s3
+        let url = self.store.url(bucket, key);
+        self.store
             .client(bucket)
             .put(&StorePath::from(key), PutPayload::from(bytes))
             .await
-            .unwrap_or_else(|err| panic!("put s3://{bucket}/{key}: {err}"));
+            .unwrap_or_else(|err| panic!("put {url}: {err}"));
     }
 
-    /// Reads `s3://bucket/key` over S3.
+    /// Reads `bucket/key` of the world's store.
     pub async fn get(&self, bucket: &str, key: &str) -> Bytes {
-        let store = self.s3.client(bucket);
+        let url = self.store.url(bucket, key);
+        let store = self.store.client(bucket);
         let got = store.get(&StorePath::from(key)).await;
-        let got = got.unwrap_or_else(|err| panic!("get s3://{bucket}/{key}: {err}"));
-        got.bytes().await.unwrap_or_else(|err| panic!("read s3://{bucket}/{key}: {err}"))
+        let got = got.unwrap_or_else(|err| panic!("get {url}: {err}"));
+        got.bytes().await.unwrap_or_else(|err| panic!("read {url}: {err}"))
     }
 
-    /// Every object under `prefix` in `bucket` and its size, over S3.
+    /// Every object under `prefix` in `bucket` and its size.
     pub async fn list(&self, bucket: &str, prefix: &str) -> BTreeMap<String, u64> {
-        let store: Arc<dyn ObjectStore> = self.s3.client(bucket);
+        let url = self.store.url(bucket, prefix);
+        let store: Arc<dyn ObjectStore> = self.store.client(bucket);
         let prefix = StorePath::from(prefix);
         let listed: Vec<_> = store.list(Some(&prefix)).collect().await;
         listed
             .into_iter()
-            .map(|meta| meta.unwrap_or_else(|err| panic!("list s3://{bucket}/{prefix}: {err}")))
+            .map(|meta| meta.unwrap_or_else(|err| panic!("list {url}: {err}")))
             .map(|meta| (meta.location.to_string(), meta.size))
             .collect()
     }
@@ -364,12 +381,12 @@ impl World {
         .await
     }
 
-    /// The outputs of job `id` under `prefix` in `results`, as listed over S3.
+    /// The outputs of job `id` under `prefix` in `results`, as listed.
     pub async fn outputs_of(&self, prefix: &str, id: &JobId) -> BTreeMap<String, u64> {
         self.list("results", &format!("{prefix}/{id}")).await
     }
 
-    /// The manifest of `id` under `prefix`, read over S3, checked against the listing: every
+    /// The manifest of `id` under `prefix`, read from the store, checked against the listing: every
     /// object it names is there with its size, and nothing else is.
     pub async fn check_manifest(
         &self,
@@ -386,7 +403,7 @@ impl World {
             .iter()
             .flat_map(|op| op.outputs.iter())
             .map(|o| {
-                let key = o.url.strip_prefix("s3://results/");
+                let key = o.url.strip_prefix(&self.store.url("results", ""));
                 let key = key.unwrap_or_else(|| panic!("an output outside results: {}", o.url));
                 (key.to_string(), o.bytes)
             })

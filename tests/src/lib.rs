@@ -1,14 +1,17 @@
 //! End-to-end test support: the local Kubernetes control plane, a real Gotenberg, a real NATS
-//! server and S3 server for durable jobs, the render pod as a process, the image archives and their runc containers, and helpers shared by the tests.
+//! server and S3 server (and GCS and Azure Blob emulators) for durable jobs, the render pod as a process, the image archives and their runc containers, and helpers shared by the tests.
 
+pub mod azurite;
 pub mod balancer;
 pub mod chart;
 pub mod cluster;
+pub mod fake_gcs;
 pub mod gotenberg;
 pub mod jobs;
 pub mod load;
 mod mounts;
 pub mod nats;
+pub mod object_stores;
 pub mod oci;
 pub mod operator;
 pub mod panels;

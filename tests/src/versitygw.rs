@@ -101,9 +101,8 @@ impl S3Server {
         Arc::new(store)
     }
 
-    /// The render pod's flags for this server: endpoint, key files, and the buckets it may read
-    /// and write.
-    pub fn pod_flags(&self, read: &[&str], write: &[&str]) -> Vec<String> {
+    /// The render pod's flags that name this store (the buckets are the world's to give).
+    pub fn pod_flags(&self) -> Vec<String> {
         vec![
             "--objects-s3-endpoint".into(),
             self.url(),
@@ -111,10 +110,6 @@ impl S3Server {
             self.access_key_id_file().display().to_string(),
             "--objects-s3-secret-access-key-file".into(),
             self.secret_access_key_file().display().to_string(),
-            "--objects-read-buckets".into(),
-            read.join(","),
-            "--objects-write-buckets".into(),
-            write.join(","),
         ]
     }
 }

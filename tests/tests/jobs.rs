@@ -1,5 +1,7 @@
 //! Durable jobs end to end: the real render-pod binary with a real NATS server (JetStream), a
-//! real S3 server (the Versity S3 Gateway) and real PDFium, everything on 127.0.0.1. Jobs are
+//! real S3 server (the Versity S3 Gateway) and real PDFium, everything on 127.0.0.1; the same
+//! jobs on Google Cloud Storage and Azure Blob Storage through their emulators (fake-gcs-server,
+//! Azurite). Jobs are
 //! published the way a producer that keeps its uploads in S3 publishes them (straight to the
 //! stream) and through `POST /v1/jobs`; their outputs are listed over S3 and compared with what
 //! was asked; webhooks are checked by a verifier written here, not by the code that signs.
@@ -14,7 +16,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use hmac::{Hmac, Mac};
 use render_pod::ops::DocHash;
-use renderpool_api::jobs::{JobId, JobStatus, State};
+use renderpool_api::jobs::{JobId, JobStatus, Scheme, State};
 use renderpool_testkit::{corpus, wait};
 use renderpool_tests::gotenberg::Gotenberg;
 use renderpool_tests::jobs::{
@@ -827,6 +829,25 @@ async fn watermark_and_office_conversion_run_as_jobs_as_through_their_routes() {
     drop(pod);
 }
 
+/// `POST /v1/jobs` with `document` as the body and `job` in its header: the accepted job.
+async fn submit_with_document(
+    pod: &RenderPod,
+    job: serde_json::Value,
+    document: Vec<u8>,
+) -> JobStatus {
+    let answer = pod
+        .client
+        .post(pod.url("/v1/jobs"))
+        .header("content-type", "application/pdf")
+        .header("x-renderpool-job", job.to_string())
+        .body(document)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    answer.json().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_job_routes_and_stored_sources() {
     let _serial = SERIAL.lock().await;
@@ -862,17 +883,10 @@ async fn the_job_routes_and_stored_sources() {
     assert_eq!(cancelled.status(), 200);
     assert_eq!(cancelled.json::<JobStatus>().await.unwrap().state, State::Cancelled);
     // A document as the body, the message in the header.
-    let upload = front
-        .client
-        .post(front.url("/v1/jobs"))
-        .header("content-type", "application/pdf")
-        .header("x-renderpool-job", serde_json::json!({"version": 1, "idempotency_key": "uploaded", "operations": [{"op": "extract"}, {"op": "render", "pages": "1", "width": 120}], "output": {"url": "s3://results/routes"}}).to_string())
-        .body(doc(SMALL))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(upload.status(), 202);
-    let uploaded: JobStatus = upload.json().await.unwrap();
+    let job = serde_json::json!({"version": 1, "idempotency_key": "uploaded",
+        "operations": [{"op": "extract"}, {"op": "render", "pages": "1", "width": 120}],
+        "output": {"url": "s3://results/routes"}});
+    let uploaded = submit_with_document(&front, job, doc(SMALL)).await;
     assert_eq!(
         world.get("uploads", &format!("incoming/{}", uploaded.id)).await.len(),
         doc(SMALL).len()
@@ -969,4 +983,85 @@ async fn the_job_routes_and_stored_sources() {
         let (status, code) = error_code(response).await;
         assert_eq!((status, code.as_str()), expected, "{source}");
     }
+}
+
+/// A job, an upload and a stored source on one store the pod uses: the outputs and the manifest
+/// are in the store, a URL of another store or an outside bucket is refused by name.
+async fn jobs_and_sources_on(scheme: Scheme) {
+    let world = World::start_with_store(scheme).await;
+    let url = |bucket: &str, key: &str| world.store.url(bucket, key);
+    world.put("uploads", "small.pdf", doc(SMALL)).await;
+    world.put("private", "small.pdf", doc(SMALL)).await;
+    let pod = world.pod(&["--slots", "1"]).await;
+    let key = format!("{scheme}-job");
+    world
+        .publish(&message(
+            &key,
+            &url("uploads", "small.pdf"),
+            serde_json::json!([{"op": "info"}, {"op": "render", "pages": "1-2", "width": 120}, {"op": "extract"}]),
+            &url("results", "stores"),
+        ))
+        .await;
+    let id = JobId::from_key(&key);
+    let done = world.wait_state(&id, Duration::from_secs(60), |s| s.state.is_final()).await;
+    assert_eq!(done.state, State::Done, "{scheme}: {done:?}");
+    let listed = world.outputs_of("stores", &id).await;
+    let manifest = world.check_manifest("stores", &id, &listed).await;
+    assert_eq!(manifest.input.url, url("uploads", "small.pdf"));
+    assert_eq!(manifest.operations.iter().map(|o| o.outputs.len()).sum::<usize>(), 4, "{listed:?}");
+    let pages = serde_json::from_slice::<serde_json::Value>(
+        &world.get("results", &format!("stores/{id}/00-info.json")).await,
+    )
+    .unwrap()["page_count"]
+        .as_u64();
+    assert!(pages.is_some_and(|n| n > 2), "{scheme}: {pages:?}");
+    // A document sent as the body is stored in the store first, then run from there.
+    let job = serde_json::json!({"version": 1, "idempotency_key": format!("{scheme}-upload"),
+        "operations": [{"op": "render", "pages": "1", "width": 90}],
+        "output": {"url": url("results", "stores")}});
+    let uploaded = submit_with_document(&pod, job, doc(SMALL)).await;
+    let stored = world.get("uploads", &format!("incoming/{}", uploaded.id)).await;
+    assert_eq!(stored.len(), doc(SMALL).len());
+    let done =
+        world.wait_state(&uploaded.id, Duration::from_secs(60), |s| s.state.is_final()).await;
+    assert_eq!(done.state, State::Done, "{scheme}: {done:?}");
+    let listed = world.outputs_of("stores", &uploaded.id).await;
+    world.check_manifest("stores", &uploaded.id, &listed).await;
+    // The synchronous routes read the store too: the same page, the same bytes.
+    let source = url("uploads", "small.pdf");
+    let stored = pod
+        .client
+        .post(pod.url(&format!("/v1/render?page=1&width=300&source={source}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.status(), 200);
+    let sent = pod.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
+    assert_eq!(stored.bytes().await.unwrap(), sent);
+    let other = Scheme::ALL.into_iter().find(|s| *s != scheme).unwrap();
+    for (source, expected, says) in [
+        (url("private", "small.pdf"), (403, "bucket_not_allowed"), "bucket \"private\""),
+        (format!("{other}uploads/small.pdf"), (403, "bucket_not_allowed"), scheme.store()),
+        (url("uploads", "missing.pdf"), (404, "object_not_found"), "no such object"),
+    ] {
+        let answer =
+            pod.client.post(pod.url(&format!("/v1/info?source={source}"))).send().await.unwrap();
+        let status = answer.status().as_u16();
+        let body: serde_json::Value = answer.json().await.unwrap();
+        let error = &body["error"];
+        assert_eq!((status, error["code"].as_str().unwrap_or("")), expected, "{source}: {body}");
+        assert!(error["message"].as_str().unwrap_or("").contains(says), "{source}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn google_cloud_storage_holds_documents_and_results_as_s3_does() {
+    let _serial = SERIAL.lock().await;
+    jobs_and_sources_on(Scheme::Gs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn azure_blob_storage_holds_documents_and_results_as_s3_does() {
+    let _serial = SERIAL.lock().await;
+    jobs_and_sources_on(Scheme::Az).await;
 }

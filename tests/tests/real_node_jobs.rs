@@ -104,7 +104,7 @@ fn pool_spec(world: &World, node_selector: &Value) -> Value {
                     "credentialsSecretRef": { "name": "nats-login", "tokenKey": "token" },
                 },
                 "objects": {
-                    "endpoint": world.s3.url(),
+                    "endpoint": world.store.s3().url(),
                     "credentialsSecretRef": { "name": "s3-keys" },
                     "readBuckets": ["uploads", "results"],
                     "writeBuckets": ["uploads", "results"],
@@ -144,7 +144,7 @@ impl JobsPool {
             "NATS {} and S3 {} on the bridge; pool {ns}/{POOL} Ready with 2 render pods {:.1}s \
              after the servers started",
             world.nats.url(),
-            world.s3.url(),
+            world.store.s3().url(),
             started.elapsed().as_secs_f64()
         );
         let pods = Api::namespaced(client, &ns);

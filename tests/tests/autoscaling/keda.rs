@@ -38,7 +38,7 @@ fn with_jobs(node_selector: &Value, world: &World, prometheus: &str) -> Value {
     spec["jobs"] = json!({
         "nats": { "url": world.nats.url() },
         "objects": {
-            "endpoint": world.s3.url(),
+            "endpoint": world.store.s3().url(),
             "credentialsSecretRef": { "name": "s3-keys" },
             "readBuckets": ["uploads"],
             "writeBuckets": ["results"],

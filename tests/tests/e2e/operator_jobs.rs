@@ -140,14 +140,35 @@ async fn the_crd_refuses_jobs_the_render_pods_could_not_run() {
         (with("/uploadUrl", json!("https://uploads/jobs")), "jobs.uploadUrl must be an s3://"),
     ]
     .into_iter()
-    .chain([(
-        {
-            let mut jobs = jobs();
-            jobs["stream"] = json!({"replicas": 2});
-            jobs
-        },
-        "jobs.stream.replicas must be 1, 3 or 5",
-    )]) {
+    .chain([
+        (
+            {
+                let mut jobs = jobs();
+                jobs["stream"] = json!({"replicas": 2});
+                jobs
+            },
+            "jobs.stream.replicas must be 1, 3 or 5",
+        ),
+        (
+            {
+                let mut jobs = jobs();
+                jobs["objects"]["gcs"] =
+                    json!({"serviceAccountSecretRef": {"name": "gcs", "key": "key.json"}});
+                jobs
+            },
+            "jobs.objects needs exactly one store: endpoint (S3), gcs or azure",
+        ),
+        (
+            {
+                let mut jobs = jobs();
+                jobs["objects"].as_object_mut().unwrap().remove("endpoint");
+                jobs["objects"]["azure"] = json!({"account": "shop",
+                    "accessKeySecretRef": {"name": "azure", "key": "key"}});
+                jobs
+            },
+            "jobs.objects.endpoint (S3) and jobs.objects.credentialsSecretRef go together",
+        ),
+    ]) {
         let refused =
             kubectl_apply(cluster, ns.name(), &pool_manifest("refused", spec(jobs.clone())))
                 .expect_err(&jobs.to_string());
