@@ -13,7 +13,7 @@ mod policy;
 mod process;
 mod procfs;
 mod protocol;
-mod sandbox;
+pub mod sandbox;
 mod slot;
 mod verdict;
 pub mod worker;
