@@ -8,6 +8,9 @@
 #             (render-pod/benches/front.rs)
 #   unread_answers: the supervisor's peak RSS under answers nobody reads, answer budget on
 #             against off, and the budget's cost on the service path (render-pod/benches/unread_answers.rs)
+#   protections: the workers' sandbox and the answer budget, each priced where it acts (rendering
+#             sandboxed against not, the filter per call, a worker's calls per page with strace)
+#             (render-pod/benches/protections.rs)
 #   encoding: each output format against a plain default PNG encode (render-pod/benches/encoding.rs)
 #   viewer:   50 pages of one 5 MB document on one connection, uploaded with every page against
 #             named by Repr-Digest (render-pod/benches/viewer.rs)
@@ -25,7 +28,7 @@ cd "$(dirname "$0")/.."
 setup_env=$(scripts/setup.sh --office)
 eval "$setup_env"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in service front unread_answers encoding viewer front_cpu; do
+for bench in service front unread_answers protections encoding viewer front_cpu; do
     echo
     echo "### cargo bench -p render-pod --bench $bench"
     cargo bench -p render-pod --bench "$bench" 2>&1 | grep -v '^\[server\]'
