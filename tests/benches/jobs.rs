@@ -2,6 +2,9 @@
 //! with 2 slots, a real NATS server, a real S3 server, real PDFium. Prints, never fails on time:
 //! - pages per second through jobs (one job per page, published at once) against through
 //!   `/v1/render` (clients keeping every slot busy), rounds alternating; goal: at least 0.9;
+//!   with the CPU the pod itself spent a page each way, since here NATS, the S3 server and the
+//!   clients share the pod's two CPUs; and as one job a pass over the whole document; then all
+//!   of it on a 1-slot pod given a CPU of its own;
 //! - publish-to-start latency at idle (p50, p99): from the producer's publish to the pod's
 //!   recorded start;
 //! - a 2,000-job backlog's time against its ideal: the same work at the slots' pace (each job's
@@ -75,25 +78,48 @@ fn cpu_seconds(pid: u32, children: bool) -> f64 {
         let fields: Vec<&str> =
             stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
         let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // After the command: state is field 0, utime 11 and stime 12 (fields 14 and 15 of stat).
-        (ticks(11) + ticks(12)) / 100.0
+        // After the command: state is field 0, utime 11 and stime 12 (fields 14 and 15 of stat),
+        // then what its ended children used, cutime 13 and cstime 14 (a recycled worker's).
+        (ticks(11) + ticks(12) + ticks(13) + ticks(14)) / 100.0
     };
     let mut total = of(&pid.to_string());
     if children {
-        // Every process whose parent is `pid`, whichever of its threads started it.
-        let parent = |child: &str| {
-            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-            let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            rest.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok())
-        };
-        let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-        total += entries
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|name| name.bytes().all(|b| b.is_ascii_digit()) && parent(name) == Some(pid))
-            .map(|kid| of(&kid))
-            .sum::<f64>();
+        total += children_of(pid).iter().map(|kid| of(&kid.to_string())).sum::<f64>();
     }
     total
+}
+
+/// Every process whose parent is `pid`, whichever of its threads started it (the render pod's
+/// workers).
+fn children_of(pid: u32) -> Vec<u32> {
+    let parent = |child: &str| {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        rest.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok())
+    };
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    entries
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.bytes().all(|b| b.is_ascii_digit()) && parent(name) == Some(pid))
+        .filter_map(|name| name.parse().ok())
+        .collect()
+}
+
+/// Pins every thread of `pid` (and of its children when `children`) to `cpus` (a `taskset`
+/// list); threads and processes they start later inherit it.
+fn pin(pid: u32, children: bool, cpus: &str) {
+    let mut pids = vec![pid];
+    if children {
+        pids.extend(children_of(pid));
+    }
+    for pid in pids {
+        let status = std::process::Command::new("taskset")
+            .args(["-a", "-c", "-p", cpus, &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "taskset {cpus} {pid}: {status}");
+    }
 }
 
 /// CPU seconds of the pod (supervisor and workers), NATS and the S3 server.
@@ -131,6 +157,111 @@ async fn run_jobs(world: &World, messages: &[serde_json::Value]) -> Duration {
     started.elapsed()
 }
 
+/// Rounds of `pages` through `/v1/render` (`clients` at a time) then as one job a page, past the
+/// window the pod keeps for previews in between; prints each round's figures and the medians.
+async fn rates(
+    pod: &RenderPod,
+    world: &World,
+    doc: &Arc<Vec<u8>>,
+    pages: &[u32],
+    clients: usize,
+    arm: &str,
+) {
+    let (mut sync_rates, mut job_rates, mut whole_rates) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cost_ratios = Vec::new();
+    for round in 0..ROUNDS {
+        let before = cpu(pod, world);
+        let sync = sync_pages(pod, doc, pages, clients).await;
+        let after_sync = cpu(pod, world);
+        let sync_cpu = [0, 1, 2].map(|i| after_sync[i] - before[i]);
+        // Past the window in which the pod keeps a slot free for previews: the jobs run on a
+        // pod with no interactive traffic, as the renders did.
+        tokio::time::sleep(FOREGROUND_WINDOW + Duration::from_millis(200)).await;
+        let messages: Vec<_> = pages
+            .iter()
+            .enumerate()
+            .map(|(n, page)| {
+                message(
+                    &format!("rate-{arm}-{round}-{n}"),
+                    "s3://uploads/bench/doc.pdf",
+                    serde_json::json!([{"op": "render", "page": page, "dpi": 150}]),
+                    "s3://results/rate",
+                )
+            })
+            .collect();
+        let (sum_before, count_before) = histogram(pod, "renderpod_jobs_run_seconds").await;
+        let jobs = pages.len() as f64 / run_jobs(world, &messages).await.as_secs_f64();
+        let (sum, count) = histogram(pod, "renderpod_jobs_run_seconds").await;
+        let after_jobs = cpu(pod, world);
+        // The same pages as one job per pass over the document (a filmstrip, as an upload's
+        // previews are made): the fixed cost of a job shared by its 36 pages.
+        let passes: Vec<_> = (0..pages.len() / 36)
+            .map(|n| {
+                message(
+                    &format!("whole-{arm}-{round}-{n}"),
+                    "s3://uploads/bench/doc.pdf",
+                    serde_json::json!([{"op": "render", "pages": "1-36", "dpi": 150}]),
+                    "s3://results/whole",
+                )
+            })
+            .collect();
+        let whole = (passes.len() * 36) as f64 / run_jobs(world, &passes).await.as_secs_f64();
+        let jobs_cpu = [0, 1, 2].map(|i| after_jobs[i] - after_sync[i]);
+        let n = pages.len() as f64;
+        println!(
+            "  CPU ms a page: /v1/render pod {:.1}, NATS {:.1}, S3 {:.1}; jobs pod {:.1}, NATS {:.1}, S3 {:.1}",
+            sync_cpu[0] * 1000.0 / n,
+            sync_cpu[1] * 1000.0 / n,
+            sync_cpu[2] * 1000.0 / n,
+            jobs_cpu[0] * 1000.0 / n,
+            jobs_cpu[1] * 1000.0 / n,
+            jobs_cpu[2] * 1000.0 / n
+        );
+        let run_ms = (sum - sum_before) / (count - count_before) * 1000.0;
+        // CPUs the pod kept busy: below what it has, the pace was set outside it.
+        let (sync_busy, jobs_busy) = (sync_cpu[0] / n * sync, jobs_cpu[0] / n * jobs);
+        println!(
+            "round {round}: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, ratio {:.2} (a job's run on the pod {run_ms:.1} ms on average; the pod busy {sync_busy:.2} then {jobs_busy:.2} CPUs); a job a document {whole:.1} pages/s, ratio {:.2}",
+            jobs / sync,
+            whole / sync
+        );
+        sync_rates.push(sync);
+        job_rates.push(jobs);
+        whole_rates.push(whole);
+        cost_ratios.push(sync_cpu[0] / jobs_cpu[0]);
+    }
+    let (sync, jobs) = (median(&mut sync_rates), median(&mut job_rates));
+    let whole = median(&mut whole_rates);
+    println!(
+        "median ({arm}): /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, jobs/sync {:.2} (goal >= 0.9); pages per CPU-second of the pod, jobs/sync {:.2}; a job a document {whole:.1} pages/s, {:.2} of /v1/render",
+        jobs / sync,
+        median(&mut cost_ratios),
+        whole / sync
+    );
+}
+
+/// The same rounds shaped as in production, where NATS, the object store and the clients run
+/// on other machines than the pod: a 1-slot pod pinned to the last CPU, everything else to the
+/// others. The figure is then the pod's own cost of a job against a request.
+async fn pinned_rates(doc: &Arc<Vec<u8>>, pages: &[u32]) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("\n## the same, production-shaped: a 1-slot pod alone on CPU {}", cpus - 1);
+    if cpus < 2 {
+        println!("not run: this machine has one CPU, so the pod cannot have one of its own");
+        return;
+    }
+    let (own, others) = (format!("{}", cpus - 1), format!("0-{}", cpus - 2));
+    // Pinned before the servers start, so that each sizes itself to the CPUs it has (Go's
+    // GOMAXPROCS, tokio's workers), as on a machine of its own; the pod moves to its CPU after.
+    pin(std::process::id(), false, &others);
+    let world = World::start().await;
+    let pod = world.pod_binary(&release_bin("render-pod"), &["--slots", "1"]).await;
+    pin(pod.pid(), true, &own);
+    world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
+    sync_pages(&pod, doc, &pages[..4], 1).await;
+    rates(&pod, &world, doc, pages, 2, "pinned").await;
+}
+
 async fn run() {
     let world = World::start().await;
     let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", SLOTS]).await);
@@ -148,58 +279,10 @@ async fn run() {
     );
 
     println!(
-        "\n## pages per second, {SLOTS} slots, {} renders of {DOC}'s 36 pages at 150 dpi PNG",
+        "\n## pages per second, {SLOTS} slots, {} renders of {DOC}'s 36 pages at 150 dpi PNG; pod, NATS, S3 and clients sharing the machine's CPUs",
         pages.len()
     );
-    let (mut sync_rates, mut job_rates) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let before = cpu(&pod, &world);
-        let sync = sync_pages(&pod, &doc, &pages, 4).await;
-        let after_sync = cpu(&pod, &world);
-        let sync_cpu = [0, 1, 2].map(|i| after_sync[i] - before[i]);
-        // Past the window in which the pod keeps a slot free for previews: the jobs run on a
-        // pod with no interactive traffic, as the renders did.
-        tokio::time::sleep(FOREGROUND_WINDOW + Duration::from_millis(200)).await;
-        let messages: Vec<_> = pages
-            .iter()
-            .enumerate()
-            .map(|(n, page)| {
-                message(
-                    &format!("rate-{round}-{n}"),
-                    "s3://uploads/bench/doc.pdf",
-                    serde_json::json!([{"op": "render", "page": page, "dpi": 150}]),
-                    "s3://results/rate",
-                )
-            })
-            .collect();
-        let (sum_before, count_before) = histogram(&pod, "renderpod_jobs_run_seconds").await;
-        let jobs = pages.len() as f64 / run_jobs(&world, &messages).await.as_secs_f64();
-        let (sum, count) = histogram(&pod, "renderpod_jobs_run_seconds").await;
-        let after_jobs = cpu(&pod, &world);
-        let jobs_cpu = [0, 1, 2].map(|i| after_jobs[i] - after_sync[i]);
-        let n = pages.len() as f64;
-        println!(
-            "  CPU ms a page: /v1/render pod {:.1}, NATS {:.1}, S3 {:.1}; jobs pod {:.1}, NATS {:.1}, S3 {:.1}",
-            sync_cpu[0] * 1000.0 / n,
-            sync_cpu[1] * 1000.0 / n,
-            sync_cpu[2] * 1000.0 / n,
-            jobs_cpu[0] * 1000.0 / n,
-            jobs_cpu[1] * 1000.0 / n,
-            jobs_cpu[2] * 1000.0 / n
-        );
-        let run_ms = (sum - sum_before) / (count - count_before) * 1000.0;
-        println!(
-            "round {round}: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, ratio {:.2} (a job's run on the pod {run_ms:.1} ms on average)",
-            jobs / sync
-        );
-        sync_rates.push(sync);
-        job_rates.push(jobs);
-    }
-    let (sync, jobs) = (median(&mut sync_rates), median(&mut job_rates));
-    println!(
-        "median: /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, jobs/sync {:.2} (goal >= 0.9)",
-        jobs / sync
-    );
+    rates(&pod, &world, &doc, &pages, 4, "shared").await;
 
     println!("\n## publish to start at idle (50 jobs, one at a time: info of {TRIVIAL})");
     let mut starts = Vec::new();
@@ -275,6 +358,10 @@ async fn run() {
         "previews ({DOC} page 1, 400 px): idle p50 {idle50:?} p99 {idle99:?}; during the backlog p50 {busy50:?} p99 {busy99:?}: p99 x{:.2} (goal <= 1.5)",
         busy99.as_secs_f64() / idle99.as_secs_f64()
     );
+    // The shared arm's servers and pod go first.
+    drop(pod);
+    drop(world);
+    pinned_rates(&doc, &pages).await;
     println!("\nload average afterwards {}", renderpool_testkit::machine::load_average());
 }
 
