@@ -70,23 +70,21 @@ async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: &[u32], clients:
     count / started.elapsed().as_secs_f64()
 }
 
-/// CPU seconds (user and system) process `pid` has used, with its children when `children`
-/// (the render pod's workers).
-fn cpu_seconds(pid: u32, children: bool) -> f64 {
-    let of = |pid: &str| -> f64 {
+/// CPU seconds (user and system) process `pid` has used, and those of its children: the live
+/// ones and the ended ones it waited for (the render pod's workers, recycled or not).
+fn cpu_seconds(pid: u32) -> (f64, f64) {
+    // After the command: state is field 0, utime 11 and stime 12 (fields 14 and 15 of stat),
+    // then what its ended children used, cutime 13 and cstime 14.
+    let of = |pid: u32| -> [f64; 4] {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let fields: Vec<&str> =
             stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // After the command: state is field 0, utime 11 and stime 12 (fields 14 and 15 of stat),
-        // then what its ended children used, cutime 13 and cstime 14 (a recycled worker's).
-        (ticks(11) + ticks(12) + ticks(13) + ticks(14)) / 100.0
+        [11, 12, 13, 14]
+            .map(|i| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0)
     };
-    let mut total = of(&pid.to_string());
-    if children {
-        total += children_of(pid).iter().map(|kid| of(&kid.to_string())).sum::<f64>();
-    }
-    total
+    let [user, system, ended_user, ended_system] = of(pid);
+    let live: f64 = children_of(pid).into_iter().map(|kid| of(kid).iter().sum::<f64>()).sum();
+    (user + system, ended_user + ended_system + live)
 }
 
 /// Every process whose parent is `pid`, whichever of its threads started it (the render pod's
@@ -122,12 +120,15 @@ fn pin(pid: u32, children: bool, cpus: &str) {
     }
 }
 
-/// CPU seconds of the pod (supervisor and workers), NATS and the S3 server.
-fn cpu(pod: &RenderPod, world: &World) -> [f64; 3] {
+/// CPU seconds of the pod (supervisor and workers), NATS and the S3 server; then of the pod's
+/// supervisor alone.
+fn cpu(pod: &RenderPod, world: &World) -> [f64; 4] {
+    let (supervisor, workers) = cpu_seconds(pod.pid());
     [
-        cpu_seconds(pod.pid(), true),
-        cpu_seconds(world.nats.pid(), false),
-        cpu_seconds(world.store.s3().pid(), false),
+        supervisor + workers,
+        cpu_seconds(world.nats.pid()).0,
+        cpu_seconds(world.store.s3().pid()).0,
+        supervisor,
     ]
 }
 
@@ -173,7 +174,7 @@ async fn rates(
         let before = cpu(pod, world);
         let sync = sync_pages(pod, doc, pages, clients).await;
         let after_sync = cpu(pod, world);
-        let sync_cpu = [0, 1, 2].map(|i| after_sync[i] - before[i]);
+        let sync_cpu = [0, 1, 2, 3].map(|i| after_sync[i] - before[i]);
         // Past the window in which the pod keeps a slot free for previews: the jobs run on a
         // pod with no interactive traffic, as the renders did.
         tokio::time::sleep(FOREGROUND_WINDOW + Duration::from_millis(200)).await;
@@ -206,14 +207,16 @@ async fn rates(
             })
             .collect();
         let whole = (passes.len() * 36) as f64 / run_jobs(world, &passes).await.as_secs_f64();
-        let jobs_cpu = [0, 1, 2].map(|i| after_jobs[i] - after_sync[i]);
+        let jobs_cpu = [0, 1, 2, 3].map(|i| after_jobs[i] - after_sync[i]);
         let n = pages.len() as f64;
         println!(
-            "  CPU ms a page: /v1/render pod {:.1}, NATS {:.1}, S3 {:.1}; jobs pod {:.1}, NATS {:.1}, S3 {:.1}",
+            "  CPU ms a page: /v1/render pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}; jobs pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}",
             sync_cpu[0] * 1000.0 / n,
+            sync_cpu[3] * 1000.0 / n,
             sync_cpu[1] * 1000.0 / n,
             sync_cpu[2] * 1000.0 / n,
             jobs_cpu[0] * 1000.0 / n,
+            jobs_cpu[3] * 1000.0 / n,
             jobs_cpu[1] * 1000.0 / n,
             jobs_cpu[2] * 1000.0 / n
         );
