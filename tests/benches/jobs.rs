@@ -4,7 +4,7 @@
 //!   `/v1/render` (clients keeping every slot busy), rounds alternating; goal: at least 0.9;
 //!   with the CPU the pod itself spent a page each way, since here NATS, the S3 server and the
 //!   clients share the pod's two CPUs; and as one job a pass over the whole document; then all
-//!   of it on a 1-slot pod given a CPU of its own;
+//!   of it, and the backlog below, on a 1-slot pod given a CPU of its own;
 //! - publish-to-start latency at idle (p50, p99): from the producer's publish to the pod's
 //!   recorded start;
 //! - a 2,000-job backlog's time against its ideal: the same work at the slots' pace (each job's
@@ -243,10 +243,62 @@ async fn rates(
     );
 }
 
-/// The same rounds shaped as in production, where NATS, the object store and the clients run
-/// on other machines than the pod: a 1-slot pod pinned to the last CPU, everything else to the
-/// others. The figure is then the pod's own cost of a job against a request.
-async fn pinned_rates(doc: &Arc<Vec<u8>>, pages: &[u32]) {
+/// A backlog of [`BACKLOG`] small jobs against its ideal (`slots` at the pace of one job's work
+/// alone), with previews rendered through it against at idle; the pod's world holds
+/// `uploads/bench/trivial.pdf`.
+async fn backlog(pod: &Arc<RenderPod>, world: &World, slots: u32, arm: &str) {
+    let trivial = corpus::read(TRIVIAL);
+    let preview = corpus::read(DOC);
+    let query = "page=1&width=400";
+    // What one job's work takes alone, through the same engine: its two operations in a row.
+    let mut alone = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let info = pod.post("/v1/info", trivial.clone()).await;
+        assert_eq!(info.status(), 200);
+        let render = pod.post("/v1/render?page=1&width=64", trivial.clone()).await;
+        assert_eq!(render.status(), 200);
+        alone.push(started.elapsed());
+    }
+    let alone = percentile(&mut alone, 50.0);
+    let mut idle = sync_renders(pod, &preview, query, 60, Duration::from_millis(20)).await;
+    let messages: Vec<_> = (0..BACKLOG)
+        .map(|n| {
+            message(
+                &format!("backlog-{arm}-{n}"),
+                "s3://uploads/bench/trivial.pdf",
+                serde_json::json!([{"op": "info"}, {"op": "render", "page": 1, "width": 64}]),
+                "s3://results/backlog",
+            )
+        })
+        .collect();
+    let previews = {
+        let (pod, preview) = (pod.clone(), preview.clone());
+        tokio::spawn(async move {
+            // Starts once the backlog is there, and stays within it (60 at 20 ms apart).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            sync_renders(&pod, &preview, query, 60, Duration::from_millis(20)).await
+        })
+    };
+    let backlog = run_jobs(world, &messages).await;
+    let mut busy = previews.await.unwrap();
+    let ideal = alone * u32::try_from(BACKLOG).unwrap() / slots;
+    println!(
+        "{BACKLOG} jobs in {backlog:?}; one job's work alone {alone:?}, so {slots} slots' ideal {ideal:?}: backlog/ideal {:.2}",
+        backlog.as_secs_f64() / ideal.as_secs_f64()
+    );
+    let (idle50, idle99) = (percentile(&mut idle, 50.0), percentile(&mut idle, 99.0));
+    let (busy50, busy99) = (percentile(&mut busy, 50.0), percentile(&mut busy, 99.0));
+    println!(
+        "previews ({DOC} page 1, 400 px): idle p50 {idle50:?} p99 {idle99:?}; during the backlog p50 {busy50:?} p99 {busy99:?}: p99 x{:.2} (goal <= 1.5)",
+        busy99.as_secs_f64() / idle99.as_secs_f64()
+    );
+}
+
+/// The same rounds and backlog shaped as in production, where NATS, the object store and the
+/// clients run on other machines than the pod: a 1-slot pod pinned to the last CPU, everything
+/// else to the others. The figures are then the pod's own.
+async fn pinned(doc: &Arc<Vec<u8>>, pages: &[u32]) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("\n## the same, production-shaped: a 1-slot pod alone on CPU {}", cpus - 1);
     if cpus < 2 {
@@ -258,11 +310,14 @@ async fn pinned_rates(doc: &Arc<Vec<u8>>, pages: &[u32]) {
     // GOMAXPROCS, tokio's workers), as on a machine of its own; the pod moves to its CPU after.
     pin(std::process::id(), false, &others);
     let world = World::start().await;
-    let pod = world.pod_binary(&release_bin("render-pod"), &["--slots", "1"]).await;
+    let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", "1"]).await);
     pin(pod.pid(), true, &own);
     world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
+    world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
     sync_pages(&pod, doc, &pages[..4], 1).await;
     rates(&pod, &world, doc, pages, 2, "pinned").await;
+    println!("\n## the backlog on the same pod alone on its CPU");
+    backlog(&pod, &world, 1, "pinned").await;
 }
 
 async fn run() {
@@ -314,57 +369,11 @@ async fn run() {
     );
 
     println!("\n## a backlog of {BACKLOG} jobs (info, and page 1 at 64 px wide, of {TRIVIAL})");
-    let trivial = corpus::read(TRIVIAL);
-    let preview = corpus::read(DOC);
-    let query = "page=1&width=400";
-    // What one job's work takes alone, through the same engine: its two operations in a row.
-    let mut alone = Vec::new();
-    for _ in 0..20 {
-        let started = Instant::now();
-        let info = pod.post("/v1/info", trivial.clone()).await;
-        assert_eq!(info.status(), 200);
-        let render = pod.post("/v1/render?page=1&width=64", trivial.clone()).await;
-        assert_eq!(render.status(), 200);
-        alone.push(started.elapsed());
-    }
-    let alone = percentile(&mut alone, 50.0);
-    let mut idle = sync_renders(&pod, &preview, query, 60, Duration::from_millis(20)).await;
-    let messages: Vec<_> = (0..BACKLOG)
-        .map(|n| {
-            message(
-                &format!("backlog-{n}"),
-                "s3://uploads/bench/trivial.pdf",
-                serde_json::json!([{"op": "info"}, {"op": "render", "page": 1, "width": 64}]),
-                "s3://results/backlog",
-            )
-        })
-        .collect();
-    let previews = {
-        let (pod, preview) = (pod.clone(), preview.clone());
-        tokio::spawn(async move {
-            // Starts once the backlog is there, and stays within it (60 at 20 ms apart).
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            sync_renders(&pod, &preview, query, 60, Duration::from_millis(20)).await
-        })
-    };
-    let backlog = run_jobs(&world, &messages).await;
-    let mut busy = previews.await.unwrap();
-    let slots: u32 = SLOTS.parse().unwrap();
-    let ideal = alone * u32::try_from(BACKLOG).unwrap() / slots;
-    println!(
-        "{BACKLOG} jobs in {backlog:?}; one job's work alone {alone:?}, so {slots} slots' ideal {ideal:?}: backlog/ideal {:.2}",
-        backlog.as_secs_f64() / ideal.as_secs_f64()
-    );
-    let (idle50, idle99) = (percentile(&mut idle, 50.0), percentile(&mut idle, 99.0));
-    let (busy50, busy99) = (percentile(&mut busy, 50.0), percentile(&mut busy, 99.0));
-    println!(
-        "previews ({DOC} page 1, 400 px): idle p50 {idle50:?} p99 {idle99:?}; during the backlog p50 {busy50:?} p99 {busy99:?}: p99 x{:.2} (goal <= 1.5)",
-        busy99.as_secs_f64() / idle99.as_secs_f64()
-    );
+    backlog(&pod, &world, SLOTS.parse().unwrap(), "shared").await;
     // The shared arm's servers and pod go first.
     drop(pod);
     drop(world);
-    pinned_rates(&doc, &pages).await;
+    pinned(&doc, &pages).await;
     println!("\nload average afterwards {}", renderpool_testkit::machine::load_average());
 }
 
