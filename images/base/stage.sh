@@ -1,8 +1,8 @@
 # The base of the render-pod and renderpool-operator images, distroless style (sourced, not run):
 # the distroless users (nonroot = 65532), an empty /tmp for a mount, and from the pinned Debian
 # packages only the shared libraries the given ELF files need, found by walking their NEEDED
-# entries and program interpreter, plus those packages' copyright files and a status.d entry
-# each so that image scanners see the versions.
+# entries and program interpreter, the root certificates as one bundle, plus those packages'
+# copyright files and a status.d entry each so that image scanners see the versions.
 
 base_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -85,6 +85,14 @@ base_stage() {
     dpkg-deb -f "$deb" Package Version Architecture Source Maintainer Homepage Description \
       >"$dir/var/lib/dpkg/status.d/$pkg"
   done
+  # The root certificates as the one bundle TLS clients look for, as update-ca-certificates
+  # makes it at install (extracting a package runs no install scripts).
+  local roots=$debs/usr/share/ca-certificates/mozilla crt
+  [ -d "$roots" ] || { echo "base: no root certificates (ca-certificates in base/packages.lock?)" >&2; return 1; }
+  mkdir -p "$dir/etc/ssl/certs"
+  while IFS= read -r crt; do sed -e '$a\' "$roots/$crt"; done \
+    < <(cd "$roots" && find . -name '*.crt' | LC_ALL=C sort) >"$dir/etc/ssl/certs/ca-certificates.crt"
+  chmod 0644 "$dir/etc/ssl/certs/ca-certificates.crt"
   rm -rf "$debs"
 
   install -D -m 0644 "$base_dir/passwd" "$dir/etc/passwd"

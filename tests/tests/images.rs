@@ -233,6 +233,23 @@ async fn render_pod_renders_a_page_under_runc_with_a_read_only_root() {
     let ready: serde_json::Value =
         client.get(format!("{base}/readyz")).send().await.unwrap().json().await.unwrap();
     assert_eq!(ready["plan"]["cpu_slots"], 1, "slots not from the container's cgroup: {ready}");
+    // The image's root certificates (Debian's, bundled at build), which the pod trusts for https
+    // object stores and webhooks: it reads them at start and says how many.
+    let roots = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt")).unwrap();
+    let bundled = roots.matches("-----BEGIN CERTIFICATE-----").count();
+    assert!(bundled >= 100, "{bundled} certificates in the image's bundle");
+    let log = container.log_text();
+    // A text log line: `... trusted_roots=N`.
+    let trusted: u64 = log
+        .split("trusted_roots=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no trusted_roots in the pod's log:\n{log}"));
+    assert!(
+        (100..=bundled as u64).contains(&trusted),
+        "the pod trusts {trusted} of the image's {bundled} roots"
+    );
 
     let pdf = std::fs::read(corpus_dir().join("pdf/R-intro.pdf")).unwrap();
     // PNG, and the statically linked C encoders (libjpeg-turbo, libwebp), in the image's
