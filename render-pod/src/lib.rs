@@ -7,6 +7,7 @@ pub mod doc_cache;
 pub mod drain;
 pub mod encode;
 pub mod engine;
+pub mod error_chain;
 pub mod http;
 pub mod jobs;
 pub mod limits;

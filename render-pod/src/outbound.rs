@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::error_chain::chain;
 use async_trait::async_trait;
 use http_body_util::BodyExt;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -26,27 +27,38 @@ use object_store::client::{
 /// Time to connect (TCP and TLS) before a request fails as a connection error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// rustls on ring with the system's roots; without any (an image without CA certificates),
-/// an empty set: plain HTTP still works, and HTTPS fails naming the unknown issuer.
+/// rustls on ring with the system's roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` when set, else
+/// the distribution's bundle: the image has Debian's at `/etc/ssl/certs/ca-certificates.crt`),
+/// and how many it trusts; without any, an empty set: plain HTTP still works, and HTTPS fails
+/// naming the unknown issuer.
+fn tls_and_roots() -> &'static (rustls::ClientConfig, usize) {
+    static CONFIG: OnceLock<(rustls::ClientConfig, usize)> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            tracing::warn!(
+                "no system root certificates: https:// endpoints and webhooks will fail"
+            );
+        }
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
+            .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
+        (config, added)
+    })
+}
+
 fn tls() -> rustls::ClientConfig {
-    static CONFIG: OnceLock<rustls::ClientConfig> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut roots = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                tracing::warn!(
-                    "no system root certificates: https:// endpoints and webhooks will fail"
-                );
-            }
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
-                .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"))
-        })
-        .clone()
+    tls_and_roots().0.clone()
+}
+
+/// The root certificates outbound HTTPS trusts (read once, at the first call: the pod makes it
+/// at start, so that a pod without any says so before its first job).
+pub fn trusted_roots() -> usize {
+    tls_and_roots().1
 }
 
 /// An HTTPS-or-HTTP connector over `tcp`.
@@ -104,6 +116,16 @@ impl HttpConnector for StoreConnector {
     }
 }
 
+/// A request that got no answer, its message carrying the causes (a certificate refused, a
+/// connection refused) that object_store's own text would leave at "client error (Connect)".
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Transport {
+    message: String,
+    #[source]
+    source: hyper_util::client::legacy::Error,
+}
+
 #[derive(Debug)]
 struct StoreService {
     client:
@@ -115,7 +137,7 @@ impl HttpService for StoreService {
     async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
         let response = self.client.request(request).await.map_err(|e| {
             let kind = if e.is_connect() { HttpErrorKind::Connect } else { HttpErrorKind::Request };
-            HttpError::new(kind, e)
+            HttpError::new(kind, Transport { message: chain(&e), source: e })
         })?;
         let (parts, body) = response.into_parts();
         let body = body.map_err(|e| HttpError::new(HttpErrorKind::Decode, e));

@@ -23,6 +23,7 @@ use crate::limits::{self, PlanMetrics};
 use crate::metrics::{Exposition, Rejections};
 use crate::objects::Objects;
 use crate::office::{Office, OfficeMetrics, UrlError};
+use crate::outbound;
 use crate::pdfium_lib::{self, PdfiumLoadError};
 use crate::quarantine::{self, PoisonList};
 
@@ -149,6 +150,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     );
     let auth = args.auth_token_file.as_deref().map(BearerToken::load).transpose()?;
     tracing::info!(bearer_token = auth.is_some(), token_file = ?args.auth_token_file, "document routes");
+    tracing::info!(
+        trusted_roots = outbound::trusted_roots(),
+        "outbound https (object stores, webhooks)"
+    );
     let exe = match &args.worker_exe {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().map_err(ServeError::CurrentExe)?,

@@ -13,6 +13,7 @@ use super::ConvertOptions;
 use super::detect::OfficeFormat;
 use super::error::ConvertError;
 use super::metrics::OfficeMetrics;
+use crate::error_chain::chain;
 use crate::metrics::count;
 
 /// Gotenberg's conversion route, under its base URL.
@@ -204,18 +205,6 @@ fn deadline_passed() -> ConvertError {
     ConvertError::Timeout {
         detail: "the job deadline passed while Gotenberg was converting".into(),
     }
-}
-
-/// An error and its sources, one line (reqwest's own message hides the cause).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn error_message(response: reqwest::Response) -> String {
