@@ -20,6 +20,7 @@ pub mod release;
 pub mod render_pod;
 pub mod runc;
 mod served;
+pub mod tls;
 pub mod versitygw;
 
 use std::net::TcpListener;

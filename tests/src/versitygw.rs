@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use crate::cluster::bin_dir;
 use crate::served::Served;
+use crate::tls::TestCa;
 use crate::{LOOPBACK, free_port};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use renderpool_testkit::wait;
 
 /// The root account's access key id.
 pub const ACCESS_KEY_ID: &str = "renderpool-test";
@@ -25,6 +27,8 @@ pub struct S3Server {
     server: Served,
     host: &'static str,
     port: u16,
+    /// `http`, or `https` when started with a certificate.
+    scheme: &'static str,
 }
 
 impl S3Server {
@@ -37,6 +41,29 @@ impl S3Server {
     /// As [`S3Server::start`], listening on `host` only: 127.0.0.1, or the real node's bridge
     /// address, which its pods reach.
     pub async fn start_on(host: &'static str, buckets: &[&str]) -> S3Server {
+        let server = S3Server::spawn(host, buckets, None);
+        let health = format!("{}/health", server.url());
+        server.server.until_ok("versitygw's /health 200", &health, Duration::from_secs(30)).await;
+        server
+    }
+
+    /// As [`S3Server::start`], speaking HTTPS with `ca`'s certificate for 127.0.0.1; ready once
+    /// it accepts connections (the tests' HTTP client has no TLS to ask its health path with).
+    pub async fn start_tls(buckets: &[&str], ca: &TestCa) -> S3Server {
+        let server = S3Server::spawn(LOOPBACK, buckets, Some(ca));
+        let address = format!("{LOOPBACK}:{}", server.port);
+        let accepting =
+            wait::try_until("versitygw accepting on its port", Duration::from_secs(30), || {
+                tokio::net::TcpStream::connect(address.clone())
+            })
+            .await;
+        if let Err(timed_out) = accepting {
+            panic!("{timed_out}; its log:\n{}", server.server.log_text());
+        }
+        server
+    }
+
+    fn spawn(host: &'static str, buckets: &[&str], tls: Option<&TestCa>) -> S3Server {
         let bin = bin_dir().unwrap_or_else(|err| panic!("versitygw: {err}"));
         let port = free_port();
         let folder = Served::folder("s3", port);
@@ -55,18 +82,24 @@ impl S3Server {
             .env("ROOT_ACCESS_KEY", ACCESS_KEY_ID)
             .env("ROOT_SECRET_KEY", SECRET_ACCESS_KEY)
             .args(["--port", &format!("{host}:{port}"), "--health", "/health", "--quiet"])
-            .arg("--keep-alive")
-            .arg("posix")
-            .arg(&root);
-        let server = S3Server { server: Served::spawn("versitygw", folder, command), host, port };
-        let health = format!("{}/health", server.url());
-        server.server.until_ok("versitygw's /health 200", &health, Duration::from_secs(30)).await;
-        server
+            .arg("--keep-alive");
+        if let Some(ca) = tls {
+            command.arg("--cert").arg(ca.server_cert()).arg("--key").arg(ca.server_key());
+        }
+        command.arg("posix").arg(&root);
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        S3Server { server: Served::spawn("versitygw", folder, command), host, port, scheme }
     }
 
-    /// `http://HOST:PORT`.
+    /// `http://HOST:PORT` (`https://` when it speaks TLS).
     pub fn url(&self) -> String {
-        format!("http://{}:{}", self.host, self.port)
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+
+    /// Where the object `key` of `bucket` is kept: the POSIX backend serves the files of its
+    /// folder as objects.
+    pub fn object_path(&self, bucket: &str, key: &str) -> PathBuf {
+        self.server.folder_path().join("root").join(bucket).join(key)
     }
 
     /// The file holding the access key id.

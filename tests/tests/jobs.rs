@@ -23,6 +23,8 @@ use renderpool_tests::jobs::{
     Answer, Delivery, Receiver, SECRET, Silent, World, message, percentile, sync_renders, verify,
 };
 use renderpool_tests::render_pod::{RenderPod, error_code};
+use renderpool_tests::tls::TestCa;
+use renderpool_tests::versitygw::S3Server;
 use sha2::Sha256;
 
 /// Each test runs its own servers and pods; one at a time keeps two cores honest.
@@ -1064,4 +1066,42 @@ async fn google_cloud_storage_holds_documents_and_results_as_s3_does() {
 async fn azure_blob_storage_holds_documents_and_results_as_s3_does() {
     let _serial = SERIAL.lock().await;
     jobs_and_sources_on(Scheme::Az).await;
+}
+
+/// An https object store whose certificate a private CA signed: a pod told to trust the CA
+/// (`SSL_CERT_FILE`, as a pool whose store has a CA of its own sets it) reads `?source=` over
+/// TLS, and a pod with the system's roots only refuses the store's certificate, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_https_store_is_read_when_its_ca_is_trusted_and_refused_when_not() {
+    let _serial = SERIAL.lock().await;
+    let ca = TestCa::new();
+    let s3 = S3Server::start_tls(&["uploads"], &ca).await;
+    assert!(s3.url().starts_with("https://"), "{}", s3.url());
+    std::fs::write(s3.object_path("uploads", "small.pdf"), doc(SMALL)).unwrap();
+    let mut flags = s3.pod_flags();
+    flags.extend(
+        ["--objects-read-buckets", "uploads", "--objects-write-buckets", "uploads"]
+            .map(String::from),
+    );
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let binary = renderpool_tests::workspace_bin("render-pod");
+    let ca_file = ca.ca_file().display().to_string();
+    let source = "/v1/render?page=1&width=300&source=s3://uploads/small.pdf";
+
+    let trusting = RenderPod::start_binary(&binary, &flags, &[("SSL_CERT_FILE", &ca_file)]).await;
+    let log = trusting.log_text();
+    assert!(log.contains("\"trusted_roots\":1"), "the pod trusts the CA file's one root: {log}");
+    let stored = trusting.client.post(trusting.url(source)).send().await.unwrap();
+    assert_eq!(stored.status(), 200, "{}", trusting.log_text());
+    let sent =
+        trusting.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
+    assert_eq!(stored.bytes().await.unwrap(), sent);
+
+    let untrusting = RenderPod::start_binary(&binary, &flags, &[]).await;
+    let refused = untrusting.client.post(untrusting.url(source)).send().await.unwrap();
+    let status = refused.status().as_u16();
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!((status, body["error"]["code"].as_str()), (502, Some("object_store_unavailable")));
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("invalid peer certificate: UnknownIssuer"), "{body}");
 }
