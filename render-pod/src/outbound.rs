@@ -11,7 +11,6 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::error_chain::chain;
 use async_trait::async_trait;
 use http_body_util::BodyExt;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -23,18 +22,21 @@ use object_store::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
     HttpResponseBody, HttpService,
 };
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use crate::error_chain::chain;
 
 /// Time to connect (TCP and TLS) before a request fails as a connection error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// rustls on ring with the system's roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` when set, else
 /// the distribution's bundle: the image has Debian's at `/etc/ssl/certs/ca-certificates.crt`),
-/// and how many it trusts; without any, an empty set: plain HTTP still works, and HTTPS fails
-/// naming the unknown issuer.
-fn tls_and_roots() -> &'static (rustls::ClientConfig, usize) {
-    static CONFIG: OnceLock<(rustls::ClientConfig, usize)> = OnceLock::new();
+/// and those roots; without any, an empty set: plain HTTP still works, and HTTPS fails naming
+/// the unknown issuer.
+fn system() -> &'static (rustls::ClientConfig, rustls::RootCertStore) {
+    static CONFIG: OnceLock<(rustls::ClientConfig, rustls::RootCertStore)> = OnceLock::new();
     CONFIG.get_or_init(|| {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
         let found = rustls_native_certs::load_native_certs();
         let (added, _) = roots.add_parsable_certificates(found.certs);
@@ -43,31 +45,34 @@ fn tls_and_roots() -> &'static (rustls::ClientConfig, usize) {
                 "no system root certificates: https:// endpoints and webhooks will fail"
             );
         }
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
-            .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"));
-        (config, added)
+        (client_config(roots.clone()), roots)
     })
 }
 
+fn client_config(roots: rustls::RootCertStore) -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map(|builder| builder.with_root_certificates(roots).with_no_client_auth())
+        .unwrap_or_else(|_| unreachable!("ring supports the default protocol versions"))
+}
+
 fn tls() -> rustls::ClientConfig {
-    tls_and_roots().0.clone()
+    system().0.clone()
 }
 
 /// The root certificates outbound HTTPS trusts (read once, at the first call: the pod makes it
 /// at start, so that a pod without any says so before its first job).
 pub fn trusted_roots() -> usize {
-    tls_and_roots().1
+    system().1.len()
 }
 
-/// An HTTPS-or-HTTP connector over `tcp`.
-fn https<R>(tcp: TcpConnector<R>) -> HttpsConnector<TcpConnector<R>> {
+/// An HTTPS-or-HTTP connector over `tcp`, trusting `tls`'s roots.
+fn https<R>(tcp: TcpConnector<R>, tls: rustls::ClientConfig) -> HttpsConnector<TcpConnector<R>> {
     let mut tcp = tcp;
     tcp.enforce_http(false);
     tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     HttpsConnectorBuilder::new()
-        .with_tls_config(tls())
+        .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .wrap_connector(tcp)
@@ -82,7 +87,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     Client::builder(TokioExecutor::new())
-        .build(https(TcpConnector::new_with_resolver(Pinned(addr))))
+        .build(https(TcpConnector::new_with_resolver(Pinned(addr)), tls()))
 }
 
 /// A resolver that answers one address for every name.
@@ -104,14 +109,56 @@ impl tower_service::Service<Name> for Pinned {
     }
 }
 
-/// object_store's HTTP through this module's client.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StoreConnector;
+/// object_store's HTTP through this module's client, trusting the system's roots and, for a
+/// store of a private CA, that CA's certificates too.
+#[derive(Debug, Clone)]
+pub struct StoreConnector {
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl Default for StoreConnector {
+    fn default() -> Self {
+        Self { tls: Arc::new(tls()) }
+    }
+}
+
+/// Why a CA file cannot be trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    /// Not PEM certificates.
+    #[error("not PEM certificates: {0}")]
+    Pem(String),
+    /// No certificate in it.
+    #[error("it holds no certificate")]
+    Empty,
+    /// A certificate rustls cannot use as a root.
+    #[error("a certificate cannot be a root: {0}")]
+    Refused(String),
+}
+
+impl StoreConnector {
+    /// Trusting the certificates of `pem` (one or more, PEM) beside the system's roots; how
+    /// many it added.
+    pub fn with_ca(pem: &[u8]) -> Result<(Self, usize), CaError> {
+        let certificates = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CaError::Pem(e.to_string()))?;
+        if certificates.is_empty() {
+            return Err(CaError::Empty);
+        }
+        let mut roots = system().1.clone();
+        let added = certificates.len();
+        for certificate in certificates {
+            roots.add(certificate).map_err(|e| CaError::Refused(e.to_string()))?;
+        }
+        Ok((Self { tls: Arc::new(client_config(roots)) }, added))
+    }
+}
 
 impl HttpConnector for StoreConnector {
     fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
-        let client = Client::builder(TokioExecutor::new())
-            .build(https(TcpConnector::new_with_resolver(GaiResolver::new())));
+        let tcp = TcpConnector::new_with_resolver(GaiResolver::new());
+        let client = Client::builder(TokioExecutor::new()).build(https(tcp, (*self.tls).clone()));
         Ok(HttpClient::new(StoreService { client }))
     }
 }

@@ -194,7 +194,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         args.jobs.objects()?.map(|config| Arc::new(Objects::new(config, documents.clone())));
     if let Some(objects) = &objects {
         let config = objects.config();
-        tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, "object store");
+        tracing::info!(backend = ?config.backend, read = ?config.read_buckets, write = ?config.write_buckets, ca = ?config.ca, "object store");
     }
     let job_front = match (args.jobs.broker(), &objects) {
         (Some(broker), None) => {

@@ -113,7 +113,7 @@ impl AzuriteServer {
             .with_endpoint(self.endpoint())
             .with_allow_http(true)
             .with_container_name(container)
-            .with_http_connector(render_pod::outbound::StoreConnector)
+            .with_http_connector(render_pod::outbound::StoreConnector::default())
             .build()
             .unwrap_or_else(|err| panic!("Azure client: {err}"));
         Arc::new(store)

@@ -78,7 +78,7 @@ impl GcsServer {
         let store = GoogleCloudStorageBuilder::new()
             .with_service_account_path(self.service_account_file().display().to_string())
             .with_bucket_name(bucket)
-            .with_http_connector(render_pod::outbound::StoreConnector)
+            .with_http_connector(render_pod::outbound::StoreConnector::default())
             .build()
             .unwrap_or_else(|err| panic!("GCS client: {err}"));
         Arc::new(store)

@@ -128,7 +128,7 @@ impl S3Server {
             .with_bucket_name(bucket)
             .with_access_key_id(ACCESS_KEY_ID)
             .with_secret_access_key(SECRET_ACCESS_KEY)
-            .with_http_connector(render_pod::outbound::StoreConnector)
+            .with_http_connector(render_pod::outbound::StoreConnector::default())
             .build()
             .unwrap_or_else(|err| panic!("S3 client: {err}"));
         Arc::new(store)

@@ -1068,11 +1068,12 @@ async fn azure_blob_storage_holds_documents_and_results_as_s3_does() {
     jobs_and_sources_on(Scheme::Az).await;
 }
 
-/// An https object store whose certificate a private CA signed: a pod told to trust the CA
-/// (`SSL_CERT_FILE`, as a pool whose store has a CA of its own sets it) reads `?source=` over
-/// TLS, and a pod with the system's roots only refuses the store's certificate, saying so.
+/// An https object store whose certificate a private CA signed: a pod given the CA
+/// (`--objects-ca-file`, as the operator mounts `objects.caSecretRef`) reads `?source=` over TLS
+/// and says at start how many certificates the file added; a pod with the system's roots only
+/// refuses the store's certificate, saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_https_store_is_read_when_its_ca_is_trusted_and_refused_when_not() {
+async fn an_https_store_is_read_when_its_ca_is_given_and_refused_when_not() {
     let _serial = SERIAL.lock().await;
     let ca = TestCa::new();
     let s3 = S3Server::start_tls(&["uploads"], &ca).await;
@@ -1083,21 +1084,24 @@ async fn an_https_store_is_read_when_its_ca_is_trusted_and_refused_when_not() {
         ["--objects-read-buckets", "uploads", "--objects-write-buckets", "uploads"]
             .map(String::from),
     );
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let binary = renderpool_tests::workspace_bin("render-pod");
+    let without: Vec<&str> = flags.iter().map(String::as_str).collect();
     let ca_file = ca.ca_file().display().to_string();
+    let mut with = without.clone();
+    with.extend(["--objects-ca-file", &ca_file]);
+    let binary = renderpool_tests::workspace_bin("render-pod");
     let source = "/v1/render?page=1&width=300&source=s3://uploads/small.pdf";
 
-    let trusting = RenderPod::start_binary(&binary, &flags, &[("SSL_CERT_FILE", &ca_file)]).await;
+    let trusting = RenderPod::start_binary(&binary, &with, &[]).await;
     let log = trusting.log_text();
-    assert!(log.contains("\"trusted_roots\":1"), "the pod trusts the CA file's one root: {log}");
+    let said = log.lines().find(|line| line.contains("\"object store\"")).unwrap_or_default();
+    assert!(said.contains("ca.pem") && said.contains(", 1))"), "one certificate added: {log}");
     let stored = trusting.client.post(trusting.url(source)).send().await.unwrap();
     assert_eq!(stored.status(), 200, "{}", trusting.log_text());
     let sent =
         trusting.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
     assert_eq!(stored.bytes().await.unwrap(), sent);
 
-    let untrusting = RenderPod::start_binary(&binary, &flags, &[]).await;
+    let untrusting = RenderPod::start_binary(&binary, &without, &[]).await;
     let refused = untrusting.client.post(untrusting.url(source)).send().await.unwrap();
     let status = refused.status().as_u16();
     let body: serde_json::Value = refused.json().await.unwrap();

@@ -22,6 +22,9 @@ const GCS_SERVICE_ACCOUNT: &str = "service-account.json";
 /// Folder of the Azure access key, and its file name.
 const AZURE_MOUNT: &str = "/etc/renderpool/azure";
 const AZURE_ACCESS_KEY: &str = "access-key";
+/// Folder of the object store's CA certificates, and their file name.
+const OBJECTS_CA_MOUNT: &str = "/etc/renderpool/objects-ca";
+const OBJECTS_CA: &str = "ca.crt";
 /// Folder of the webhook signing secret, and its file name.
 const WEBHOOK_MOUNT: &str = "/etc/renderpool/webhook";
 const WEBHOOK_SECRET: &str = "secret";
@@ -112,6 +115,10 @@ pub(super) fn parts(jobs: &JobsSpec) -> JobsParts {
             p.vars.push(env(var::OBJECTS_AZURE_ENDPOINT, endpoint.clone()));
         }
     }
+    if let Some(ca) = &objects.ca_secret_ref {
+        p.secret("jobs-objects-ca", &ca.name, &[(&ca.key, OBJECTS_CA)], OBJECTS_CA_MOUNT);
+        p.vars.push(env(var::OBJECTS_CA_FILE, format!("{OBJECTS_CA_MOUNT}/{OBJECTS_CA}")));
+    }
     p.vars.push(env(var::OBJECTS_READ_BUCKETS, objects.read_buckets.join(",")));
     p.vars.push(env(var::OBJECTS_WRITE_BUCKETS, objects.write_buckets.join(",")));
     if let Some(upload) = &jobs.upload_url {
@@ -148,6 +155,7 @@ mod tests {
     endpoint: http://minio.storage:9000
     region: eu-west-1
     credentialsSecretRef: {name: s3-keys, accessKeyIdKey: id, secretAccessKeyKey: key}
+    caSecretRef: {name: minio-ca, key: root.pem}
     readBuckets: [inputs, uploads]
     writeBuckets: [outputs, uploads]
   uploadUrl: s3://uploads/jobs
@@ -205,12 +213,17 @@ mod tests {
             ("s3-keys".into(), vec![pair("id", "access-key-id"), pair("key", "secret-access-key")])
         );
         assert_eq!(secrets["jobs-webhook"], ("hooks".into(), vec![pair("signing", "secret")]));
+        assert_eq!(
+            secrets["jobs-objects-ca"],
+            ("minio-ca".into(), vec![pair("root.pem", "ca.crt")])
+        );
         let env = env_map(&pod.containers[0]);
         for (volume, file_var, file) in [
             ("jobs-nats", "RENDERPOD_JOBS_NATS_CREDS_FILE", "creds"),
             ("jobs-s3", "RENDERPOD_OBJECTS_S3_ACCESS_KEY_ID_FILE", "access-key-id"),
             ("jobs-s3", "RENDERPOD_OBJECTS_S3_SECRET_ACCESS_KEY_FILE", "secret-access-key"),
             ("jobs-webhook", "RENDERPOD_JOBS_WEBHOOK_SECRET_FILE", "secret"),
+            ("jobs-objects-ca", "RENDERPOD_OBJECTS_CA_FILE", "ca.crt"),
         ] {
             assert_eq!(env[file_var], format!("{}/{file}", mounts[volume]), "{file_var}");
         }
@@ -259,6 +272,7 @@ mod tests {
         assert_eq!(jobs.objects_s3_region, "eu-west-1");
         assert_eq!(jobs.objects_read_buckets, ["inputs", "uploads"]);
         assert_eq!(jobs.objects_write_buckets, ["outputs", "uploads"]);
+        assert_eq!(jobs.objects_ca_file, Some(PathBuf::from("/etc/renderpool/objects-ca/ca.crt")));
         assert_eq!(jobs.upload_url(Scheme::S3).unwrap().unwrap().bucket, "uploads");
         assert!(jobs.jobs_webhook_allow_private);
     }
@@ -288,6 +302,7 @@ mod tests {
         assert_eq!((pool_broker.creds_file, pool_broker.token_file), (None, None));
         assert!(!pool.jobs_webhook_allow_private && pool.jobs_webhook_secret_file.is_none());
         assert_eq!(pool.jobs_upload_url, None);
+        assert_eq!(pool.objects_ca_file, None);
     }
 
     #[test]

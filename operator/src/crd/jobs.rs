@@ -188,6 +188,12 @@ pub struct ObjectStoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure: Option<AzureStoreSpec>,
 
+    /// A Secret key holding the CA certificates (PEM) the store's https endpoint is signed by,
+    /// when that is a private CA (an in-cluster MinIO whose certificate cert-manager issued):
+    /// the render pods trust them for the store beside the public roots. Webhooks do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<SecretKeyRef>,
+
     /// Buckets (containers on Azure) job documents may be read from (and ?source= URLs name). A
     /// job naming another bucket is refused.
     #[schemars(length(min = 1, max = 100))]

@@ -119,6 +119,11 @@ pub struct JobsArgs {
     /// sovereign cloud), e.g. http://azurite:10000/devstoreaccount1.
     #[arg(long, env = env::OBJECTS_AZURE_ENDPOINT)]
     pub objects_azure_endpoint: Option<String>,
+    /// CA certificates (PEM) the store's https endpoint may be signed by, trusted for the store
+    /// beside the system's roots: a store of a private CA, e.g. an in-cluster MinIO whose
+    /// certificate cert-manager issued. Webhooks do not trust them.
+    #[arg(long, env = env::OBJECTS_CA_FILE)]
+    pub objects_ca_file: Option<PathBuf>,
     /// A local folder instead of S3: s3://bucket/key is <folder>/bucket/key (a pod run by hand).
     #[arg(long, env = env::OBJECTS_DIR)]
     pub objects_dir: Option<PathBuf>,
@@ -162,6 +167,7 @@ impl JobsArgs {
             azure_account: given(&self.objects_azure_account),
             azure_access_key_file: self.objects_azure_access_key_file.as_deref(),
             azure_endpoint: given(&self.objects_azure_endpoint),
+            ca_file: self.objects_ca_file.as_deref(),
             dir: self.objects_dir.as_deref(),
             read_buckets: &self.objects_read_buckets,
             write_buckets: &self.objects_write_buckets,

@@ -11,7 +11,7 @@ use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use renderpool_api::jobs::Scheme;
 
-use crate::outbound::StoreConnector;
+use crate::outbound::{CaError, StoreConnector};
 
 /// The pod's one object store, and so the one kind of URL it takes.
 #[derive(Clone)]
@@ -66,7 +66,11 @@ impl std::fmt::Debug for Backend {
 
 impl Backend {
     /// The client for one bucket.
-    pub(super) fn open(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+    pub(super) fn open(
+        &self,
+        bucket: &str,
+        connector: &StoreConnector,
+    ) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
         match self {
             Backend::S3 { endpoint, region, access_key_id, secret_access_key } => {
                 let store = AmazonS3Builder::new()
@@ -77,7 +81,7 @@ impl Backend {
                     .with_bucket_name(bucket)
                     .with_access_key_id(access_key_id.clone())
                     .with_secret_access_key(secret_access_key.clone())
-                    .with_http_connector(StoreConnector)
+                    .with_http_connector(connector.clone())
                     .build()?;
                 Ok(Arc::new(store))
             }
@@ -85,7 +89,7 @@ impl Backend {
                 GoogleCloudStorageBuilder::new()
                     .with_service_account_key(service_account.clone())
                     .with_bucket_name(bucket)
-                    .with_http_connector(StoreConnector)
+                    .with_http_connector(connector.clone())
                     .build()?,
             )),
             Backend::Azure { account, access_key, endpoint } => {
@@ -93,7 +97,7 @@ impl Backend {
                     .with_account(account.clone())
                     .with_access_key(access_key.clone())
                     .with_container_name(bucket)
-                    .with_http_connector(StoreConnector);
+                    .with_http_connector(connector.clone());
                 if let Some(endpoint) = endpoint {
                     builder = builder
                         .with_endpoint(endpoint.clone())
@@ -138,6 +142,10 @@ pub struct ObjectsConfig {
     pub read_buckets: BTreeSet<String>,
     /// Buckets outputs may be written to.
     pub write_buckets: BTreeSet<String>,
+    /// The store's HTTP, trusting the CA file's certificates when one is given.
+    pub connector: StoreConnector,
+    /// The CA file, and how many certificates it added.
+    pub ca: Option<(PathBuf, usize)>,
 }
 
 /// Why the object store settings cannot be used.
@@ -166,6 +174,9 @@ pub enum ObjectsConfigError {
     /// A service account key the GCS client cannot use.
     #[error("--objects-gcs-service-account-file {path}: {detail}")]
     ServiceAccount { path: PathBuf, detail: String },
+    /// A CA file that cannot be trusted.
+    #[error("--objects-ca-file {path}: {source}")]
+    Ca { path: PathBuf, source: CaError },
     /// A bucket name the store would refuse.
     #[error("{name:?} is not a bucket name {} takes", .scheme.store())]
     Bucket { name: String, scheme: Scheme },
@@ -190,6 +201,8 @@ pub struct StoreFlags<'a> {
     pub azure_access_key_file: Option<&'a Path>,
     /// `--objects-azure-endpoint`.
     pub azure_endpoint: Option<&'a str>,
+    /// `--objects-ca-file`.
+    pub ca_file: Option<&'a Path>,
     /// `--objects-dir`.
     pub dir: Option<&'a Path>,
     /// `--objects-read-buckets`.
@@ -217,10 +230,24 @@ impl ObjectsConfig {
             many => return Err(ObjectsConfigError::Backend(many.join(" and "))),
         };
         let scheme = backend.scheme();
+        let (connector, ca) = match flags.ca_file {
+            None => (StoreConnector::default(), None),
+            Some(path) => {
+                let ca_error = |source| ObjectsConfigError::Ca { path: path.to_path_buf(), source };
+                let pem = std::fs::read(path).map_err(|source| ObjectsConfigError::File {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                let (connector, added) = StoreConnector::with_ca(&pem).map_err(ca_error)?;
+                (connector, Some((path.to_path_buf(), added)))
+            }
+        };
         Ok(Some(Self {
             backend,
             read_buckets: buckets(flags.read_buckets, scheme)?,
             write_buckets: buckets(flags.write_buckets, scheme)?,
+            connector,
+            ca,
         }))
     }
 
@@ -244,7 +271,7 @@ impl ObjectsConfig {
             GoogleCloudStorageBuilder::new()
                 .with_service_account_key(service_account.clone())
                 .with_bucket_name("checked-at-start")
-                .with_http_connector(StoreConnector)
+                .with_http_connector(StoreConnector::default())
                 .build()
                 .map_err(|e| ObjectsConfigError::ServiceAccount {
                     path: path.to_path_buf(),
@@ -351,6 +378,53 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_file_adds_its_certificates_to_the_stores_roots_or_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let buckets = vec!["uploads".to_string()];
+        fn flags<'a>(dir: &'a Path, ca: &'a Path, buckets: &'a [String]) -> StoreFlags<'a> {
+            StoreFlags {
+                dir: Some(dir),
+                ca_file: Some(ca),
+                read_buckets: buckets,
+                ..Default::default()
+            }
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        let (one, two) = (dir.path().join("one.pem"), dir.path().join("two.pem"));
+        std::fs::write(&one, &pem).unwrap();
+        std::fs::write(&two, format!("{pem}{pem}")).unwrap();
+        for (file, added) in [(&one, 1), (&two, 2)] {
+            let config =
+                ObjectsConfig::from_flags(&flags(dir.path(), file, &buckets)).unwrap().unwrap();
+            assert_eq!(config.ca, Some((file.to_path_buf(), added)));
+        }
+        let not_pem = dir.path().join("not.pem");
+        std::fs::write(&not_pem, "a key, not a certificate\n").unwrap();
+        assert!(matches!(
+            ObjectsConfig::from_flags(&flags(dir.path(), &not_pem, &buckets)),
+            Err(ObjectsConfigError::Ca { source: CaError::Empty, .. })
+        ));
+        let broken = dir.path().join("broken.pem");
+        std::fs::write(
+            &broken,
+            "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let refused = ObjectsConfig::from_flags(&flags(dir.path(), &broken, &buckets)).unwrap_err();
+        assert!(refused.to_string().starts_with("--objects-ca-file "), "{refused}");
+        let missing = dir.path().join("missing.pem");
+        assert!(matches!(
+            ObjectsConfig::from_flags(&flags(dir.path(), &missing, &buckets)),
+            Err(ObjectsConfigError::File { .. })
+        ));
+        let none = StoreFlags { ca_file: None, ..flags(dir.path(), &one, &buckets) };
+        assert_eq!(ObjectsConfig::from_flags(&none).unwrap().unwrap().ca, None);
+    }
+
+    #[test]
     fn gcs_and_azure_take_their_own_urls_and_bucket_names() {
         let dir = tempfile::tempdir().unwrap();
         let key = dir.path().join("key.json");
@@ -370,7 +444,7 @@ mod tests {
         let config = ObjectsConfig::from_flags(&gcs).unwrap().unwrap();
         assert_eq!(config.backend.scheme(), Scheme::Gs);
         assert!(config.read_buckets.contains("my_uploads"));
-        assert!(config.backend.open("my_uploads").is_ok());
+        assert!(config.backend.open("my_uploads", &config.connector).is_ok());
         std::fs::write(&key, "not a key").unwrap();
         assert!(matches!(
             ObjectsConfig::from_flags(&gcs),

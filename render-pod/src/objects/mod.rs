@@ -153,7 +153,7 @@ impl Objects {
         if let Some(store) = stores.get(bucket) {
             return Ok(store.clone());
         }
-        let store = self.config.backend.open(bucket)?;
+        let store = self.config.backend.open(bucket, &self.config.connector)?;
         stores.insert(bucket.to_string(), store.clone());
         Ok(store)
     }
