@@ -205,26 +205,12 @@ fn answer_budget_price() -> (f64, f64) {
     (median(more), check)
 }
 
-/// The process ids whose parent is `parent`.
-fn children_of(parent: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // The fields after the command's closing parenthesis: state, then the parent's id.
-            let rest = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-            rest.split_whitespace().nth(1) == Some(parent.to_string().as_str())
-        })
-        .collect()
-}
-
 /// Section 3: a one-slot service's worker under `strace -c -p` for `PASSES` x `PAGES` renders;
 /// its system calls per page, in all and by name (most first).
 async fn calls_per_page() -> Option<(f64, Vec<(String, f64)>)> {
     let server = Arc::new(common::Server::start(&["--slots", "1"]));
     server.wait_ready().await;
-    let worker = *children_of(server.pid()).first()?;
+    let worker = *renderpool_testkit::machine::children_of(server.pid()).first()?;
     let bytes = Arc::new(renderpool_testkit::corpus::read("pdf/R-intro.pdf"));
     common::render_throughput(&server, &bytes, PAGES, 1, 1).await; // the document held
     let report = std::env::temp_dir().join(format!("renderpod-sandbox-{worker}.strace"));

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use render_pod::engine::FOREGROUND_WINDOW;
 use renderpool_api::jobs::JobId;
-use renderpool_testkit::corpus;
+use renderpool_testkit::{corpus, machine};
 use renderpool_tests::jobs::{World, message, percentile, sync_renders};
 use renderpool_tests::release_bin;
 use renderpool_tests::render_pod::RenderPod;
@@ -83,24 +83,9 @@ fn cpu_seconds(pid: u32) -> (f64, f64) {
             .map(|i| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0)
     };
     let [user, system, ended_user, ended_system] = of(pid);
-    let live: f64 = children_of(pid).into_iter().map(|kid| of(kid).iter().sum::<f64>()).sum();
+    let live: f64 =
+        machine::children_of(pid).into_iter().map(|kid| of(kid).iter().sum::<f64>()).sum();
     (user + system, ended_user + ended_system + live)
-}
-
-/// Every process whose parent is `pid`, whichever of its threads started it (the render pod's
-/// workers).
-fn children_of(pid: u32) -> Vec<u32> {
-    let parent = |child: &str| {
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-        let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        rest.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok())
-    };
-    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    entries
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| name.bytes().all(|b| b.is_ascii_digit()) && parent(name) == Some(pid))
-        .filter_map(|name| name.parse().ok())
-        .collect()
 }
 
 /// Pins every thread of `pid` (and of its children when `children`) to `cpus` (a `taskset`
@@ -108,7 +93,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 fn pin(pid: u32, children: bool, cpus: &str) {
     let mut pids = vec![pid];
     if children {
-        pids.extend(children_of(pid));
+        pids.extend(machine::children_of(pid));
     }
     for pid in pids {
         let status = std::process::Command::new("taskset")
@@ -333,7 +318,7 @@ async fn run() {
     println!(
         "machine: {} CPUs, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        renderpool_testkit::machine::load_average()
+        machine::load_average()
     );
 
     println!(
@@ -374,7 +359,7 @@ async fn run() {
     drop(pod);
     drop(world);
     pinned(&doc, &pages).await;
-    println!("\nload average afterwards {}", renderpool_testkit::machine::load_average());
+    println!("\nload average afterwards {}", machine::load_average());
 }
 
 fn median(values: &mut [f64]) -> f64 {

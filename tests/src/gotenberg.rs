@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::cluster::bin_dir;
 use crate::served::Served;
 use crate::{free_port, repo_root, rss_bytes};
+use renderpool_testkit::machine;
 
 /// How the unoconverter runs unoconv: the command line of one conversion in LibreOffice.
 const UNOCONV: &str = "/usr/bin/python3 /usr/bin/unoconv ";
@@ -128,7 +129,8 @@ impl Gotenberg {
             .filter_map(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
                 let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-                let ours = pid == me || parent(pid) == Some(me) || cmdline.contains(&state);
+                let ours =
+                    pid == me || machine::parent_of(pid) == Some(me) || cmdline.contains(&state);
                 ours.then_some((pid, cmdline))
             })
             .collect()
@@ -195,12 +197,6 @@ fn environment(state: &std::path::Path, bin: &std::path::Path) -> Vec<(String, S
         .filter_map(|line| line.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command may contain spaces and parentheses: the fields after the last ')' are fixed.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Requests inside the Gotenberg at `url` now (running and queued for LibreOffice), from its own
