@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 setup_env=$(scripts/prepare.sh)
 eval "$setup_env"
+tests_start=$SECONDS
 log=$(mktemp)
 skips=$(mktemp)
 trap 'rm -f "$log" "$skips"' EXIT
@@ -24,4 +25,5 @@ awk -F '\t' -v skips="$skips" '
   FILENAME == skips { if (!seen[$1]++) { s++; lines = lines sprintf("skipped: %s [%s]: %s\n", $1, $2, $3) } next }
   /^test result:/ { n = split($0, w, " "); for (i = 1; i < n; i++) { if (w[i+1] ~ /^passed/) p += w[i]; if (w[i+1] ~ /^failed/) f += w[i] } }
   END { printf "tests: %d passed, %d failed, %d skipped\n%s", p - s, f, s, lines }' "$skips" "$log"
+echo "test.sh: set-up and build ${tests_start}s, tests $((SECONDS - tests_start))s"
 exit "$status"
