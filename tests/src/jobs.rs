@@ -26,6 +26,7 @@ use crate::LOOPBACK;
 use crate::nats::NatsServer;
 use crate::object_stores::Store;
 use crate::render_pod::RenderPod;
+use crate::tls::TestCa;
 use crate::versitygw::S3Server;
 use renderpool_api::jobs::Scheme;
 
@@ -228,8 +229,18 @@ impl World {
     /// NATS and the object store `scheme` names (the S3 server, or the GCS or Azure Blob
     /// emulator), on 127.0.0.1.
     pub async fn start_with_store(scheme: Scheme) -> World {
-        let (nats, store) =
-            tokio::join!(NatsServer::start_on(LOOPBACK, None), Store::start(scheme, &BUCKETS));
+        World::beside(Store::start(scheme, &BUCKETS)).await
+    }
+
+    /// NATS and an S3 server speaking HTTPS with `ca`'s certificate, on 127.0.0.1: a pod trusts
+    /// it when given the CA (`--objects-ca-file`), the world's own clients always do.
+    pub async fn start_with_tls_store(ca: &TestCa) -> World {
+        World::beside(async { Store::S3(S3Server::start_tls(&BUCKETS, ca).await) }).await
+    }
+
+    /// NATS on 127.0.0.1, wanting no token, started while `store` starts.
+    async fn beside(store: impl Future<Output = Store>) -> World {
+        let (nats, store) = tokio::join!(NatsServer::start_on(LOOPBACK, None), store);
         World::with(nats, store, None).await
     }
 

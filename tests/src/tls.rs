@@ -1,10 +1,11 @@
 //! A certificate authority of the test's own, and a certificate for 127.0.0.1 signed by it: a
 //! server a test starts presents the certificate, and a client trusts the authority only when
-//! told to (the render pod through `SSL_CERT_FILE`, as a pool of a private CA would).
+//! told to (the render pod through `--objects-ca-file`, as a pool given `objects.caSecretRef`).
 
 use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use render_pod::outbound::StoreConnector;
 
 /// The authority's certificate and the server's certificate and key, as PEM files in a folder
 /// removed when dropped.
@@ -47,6 +48,15 @@ impl TestCa {
     /// The server's certificate (PEM), for 127.0.0.1.
     pub fn server_cert(&self) -> PathBuf {
         self.folder.path().join("server.pem")
+    }
+
+    /// A client transport of the render pod's that trusts this authority beside the system's
+    /// roots (what `--objects-ca-file` gives a pod).
+    pub fn connector(&self) -> StoreConnector {
+        let pem = std::fs::read(self.ca_file()).unwrap_or_else(|err| panic!("test CA: {err}"));
+        let (connector, _) =
+            StoreConnector::with_ca(&pem).unwrap_or_else(|err| panic!("test CA: {err}"));
+        connector
     }
 
     /// The server's private key (PEM).

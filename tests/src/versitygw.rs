@@ -15,6 +15,7 @@ use crate::tls::TestCa;
 use crate::{LOOPBACK, free_port};
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
+use render_pod::outbound::StoreConnector;
 use renderpool_testkit::wait;
 
 /// The root account's access key id.
@@ -29,6 +30,8 @@ pub struct S3Server {
     port: u16,
     /// `http`, or `https` when started with a certificate.
     scheme: &'static str,
+    /// The tests' clients' transport: trusting the server's CA when it speaks TLS.
+    connector: StoreConnector,
 }
 
 impl S3Server {
@@ -87,8 +90,12 @@ impl S3Server {
             command.arg("--cert").arg(ca.server_cert()).arg("--key").arg(ca.server_key());
         }
         command.arg("posix").arg(&root);
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        S3Server { server: Served::spawn("versitygw", folder, command), host, port, scheme }
+        let (scheme, connector) = match tls {
+            Some(ca) => ("https", ca.connector()),
+            None => ("http", StoreConnector::default()),
+        };
+        let server = Served::spawn("versitygw", folder, command);
+        S3Server { server, host, port, scheme, connector }
     }
 
     /// `http://HOST:PORT` (`https://` when it speaks TLS).
@@ -118,7 +125,8 @@ impl S3Server {
     }
 
     /// An S3 client of `bucket` (object_store's, over the S3 API: what a producer uses; its
-    /// transport is the render pod's, object_store bringing none without reqwest's TLS).
+    /// transport is the render pod's, object_store bringing none without reqwest's TLS, and
+    /// trusts the server's CA when it speaks TLS).
     pub fn client(&self, bucket: &str) -> Arc<dyn ObjectStore> {
         let store = AmazonS3Builder::new()
             .with_endpoint(self.url())
@@ -128,7 +136,7 @@ impl S3Server {
             .with_bucket_name(bucket)
             .with_access_key_id(ACCESS_KEY_ID)
             .with_secret_access_key(SECRET_ACCESS_KEY)
-            .with_http_connector(render_pod::outbound::StoreConnector::default())
+            .with_http_connector(self.connector.clone())
             .build()
             .unwrap_or_else(|err| panic!("S3 client: {err}"));
         Arc::new(store)

@@ -1109,3 +1109,33 @@ async fn an_https_store_is_read_when_its_ca_is_given_and_refused_when_not() {
     let message = body["error"]["message"].as_str().unwrap_or("");
     assert!(message.contains("invalid peer certificate: UnknownIssuer"), "{body}");
 }
+
+/// Jobs on an https store of a private CA, trusted through `--objects-ca-file`: the body of
+/// `POST /v1/jobs` is written to it, the job's document read from it and the outputs and the
+/// manifest written to it, every request over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_reads_and_writes_an_https_store_of_a_private_ca() {
+    let _serial = SERIAL.lock().await;
+    let ca = TestCa::new();
+    let world = World::start_with_tls_store(&ca).await;
+    assert!(world.store.s3().url().starts_with("https://"), "{}", world.store.s3().url());
+    let ca_file = ca.ca_file().display().to_string();
+    let pod = world.pod(&["--slots", "1", "--objects-ca-file", &ca_file]).await;
+    let job = serde_json::json!({"version": 1, "idempotency_key": "over-tls",
+        "operations": [{"op": "info"}, {"op": "render", "pages": "1", "width": 300}],
+        "output": {"url": "s3://results/tls"}});
+    let accepted = submit_with_document(&pod, job, doc(SMALL)).await;
+    // The server's own folder holds what the pod wrote, byte for byte.
+    let incoming = format!("incoming/{}", accepted.id);
+    let uploaded = std::fs::read(world.store.s3().object_path("uploads", &incoming)).unwrap();
+    assert!(uploaded == doc(SMALL), "the stored upload differs from the body sent");
+    let done =
+        world.wait_state(&accepted.id, Duration::from_secs(60), |s| s.state.is_final()).await;
+    assert_eq!(done.state, State::Done, "{done:?}\n{}", pod.log_text());
+    let listed = world.outputs_of("tls", &accepted.id).await;
+    let manifest = world.check_manifest("tls", &accepted.id, &listed).await;
+    let render = manifest.operations.iter().find(|op| op.op == "render").unwrap();
+    let page = render.outputs[0].url.strip_prefix("s3://results/").unwrap();
+    let sent = pod.post("/v1/render?page=1&width=300", doc(SMALL)).await.bytes().await.unwrap();
+    assert_eq!(world.get("results", page).await, sent);
+}
