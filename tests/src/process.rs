@@ -2,8 +2,8 @@
 //!
 //! Every child gets `PR_SET_PDEATHSIG(SIGKILL)`, which fires when the *thread* that spawned it
 //! ends, so children are spawned from one keeper thread that lives as long as the process. An
-//! `atexit` hook stops them politely and removes their state folders on a normal exit; the death
-//! signal covers a test binary that is killed outright.
+//! `atexit` hook stops them politely and removes their state folders and logs on a normal exit;
+//! the death signal covers a test binary that is killed outright.
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -17,11 +17,12 @@ type SpawnRequest = (Command, Sender<std::io::Result<u32>>);
 
 struct Registry {
     children: Vec<Child>,
-    folders: Vec<PathBuf>,
+    /// State folders and log files.
+    leftovers: Vec<PathBuf>,
 }
 
 static REGISTRY: Mutex<Registry> =
-    Mutex::new(Registry { children: Vec::new(), folders: Vec::new() });
+    Mutex::new(Registry { children: Vec::new(), leftovers: Vec::new() });
 static KEEPER: OnceLock<Mutex<Sender<SpawnRequest>>> = OnceLock::new();
 
 fn keeper() -> &'static Mutex<Sender<SpawnRequest>> {
@@ -98,9 +99,10 @@ pub(crate) fn exit_status(pid: u32) -> Option<std::process::ExitStatus> {
     child.try_wait().ok().flatten()
 }
 
-/// Removes `folder` when the test process exits (after its processes are stopped).
-pub(crate) fn remove_on_exit(folder: PathBuf) {
-    lock().folders.push(folder);
+/// Removes `path`, a folder or a file, when the test process exits (after its processes are
+/// stopped).
+pub(crate) fn remove_on_exit(path: PathBuf) {
+    lock().leftovers.push(path);
 }
 
 extern "C" fn stop_all() {
@@ -117,10 +119,12 @@ extern "C" fn stop_all() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    for folder in registry.folders.drain(..) {
+    for path in registry.leftovers.drain(..) {
         // Never delete through a mount (a bind mount would take the files it shows with it).
-        if !crate::mounts::any_under(&folder) {
-            let _ = std::fs::remove_dir_all(folder);
+        if path.is_dir() && !crate::mounts::any_under(&path) {
+            let _ = std::fs::remove_dir_all(path);
+        } else if path.is_file() {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
