@@ -36,7 +36,9 @@ use kube::{Api, Resource, ResourceExt};
 use renderpool_operator::apply::MANAGER;
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::{metrics, wait};
-use renderpool_tests::cluster::{Cluster, RealNode, TestNamespace, run, run_with_input, storage};
+use renderpool_tests::cluster::{
+    Cluster, ClusterError, RealNode, TestNamespace, run, run_with_input, storage,
+};
 use renderpool_tests::load::{Load, Tally};
 use renderpool_tests::operator::{ChartInstall, RELEASE, RELEASE_NAMESPACE};
 use renderpool_tests::release::{PreviousRelease, changed_templates};
@@ -149,7 +151,7 @@ async fn upgrade(previous: &PreviousRelease, namespace: &str) -> Upgrade {
     example["spec"]["memory"] = "832Mi".into();
     example["spec"]["replicas"] = 1.into();
     let applied = Instant::now();
-    kubectl_apply(namespace, &example);
+    kubectl_apply(namespace, &example).unwrap();
     // The previous release's CRD serves only v1alpha1 (the same fields as this one's v1beta1).
     let alpha = example["apiVersion"].as_str().unwrap();
     let (group, version) = alpha.split_once('/').unwrap();
@@ -262,7 +264,7 @@ async fn upgrade(previous: &PreviousRelease, namespace: &str) -> Upgrade {
     example["spec"]["image"] = image.clone().into();
     let roll_before = replica_sets(namespace).await;
     let load = Load::start(&url, renderpool_testkit::corpus::read("pdf/R-intro.pdf"), 1);
-    kubectl_apply(namespace, &example);
+    kubectl_apply(namespace, &example).unwrap();
     wait::until("every render pod on this release's image", Duration::from_secs(240), || async {
         let pods = all_render_pods_in(namespace).await;
         let on_it = pods.iter().filter(|p| is_ready(p) && running_image(p) == image).count();
@@ -303,10 +305,10 @@ async fn completing(load: &Load, more: u64) {
 }
 
 /// `kubectl apply` of a manifest in `namespace`.
-fn kubectl_apply(namespace: &str, manifest: &Value) {
+fn kubectl_apply(namespace: &str, manifest: &Value) -> Result<String, ClusterError> {
     let mut apply = Cluster::shared().kubectl();
     apply.args(["apply", "-n", namespace, "-f", "-"]);
-    run_with_input(&mut apply, manifest.to_string().as_bytes()).unwrap();
+    run_with_input(&mut apply, manifest.to_string().as_bytes())
 }
 
 /// The names of the pool's ReplicaSets that have pods (render and Gotenberg), sorted.
@@ -427,7 +429,8 @@ const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 async fn the_chart_runs_the_operator_as_pods_from_its_image_and_helm_test_passes() {
     let _turn = turn().await;
     let (cluster, node) = node();
-    product().await;
+    // Settled: helm test's hook pod needs the room a rollout's extra pod would take.
+    settled_at(product().await, 2).await;
     let pods: Api<Pod> = Api::namespaced(cluster.client().await, RELEASE_NAMESPACE);
     let selector = format!("app.kubernetes.io/instance={RELEASE}");
     let operators = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items;
@@ -509,6 +512,7 @@ async fn the_example_pool_runs_on_the_node_with_slots_from_each_pods_own_cgroup(
     let _turn = turn().await;
     let (_, node) = node();
     let product = product().await;
+    settled_at(product, 2).await;
     // Nothing else runs an operator in this test process: the chart's pods made this status.
     let status = product.pool().await.status.unwrap();
     assert_eq!(status.slots_per_pod, Some(1), "{status:?}");
@@ -1016,14 +1020,16 @@ async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress()
         &std::fs::read_to_string(repo_root().join("examples/renderpool-real-node.yaml")).unwrap(),
     )
     .unwrap();
-    let mut two_slots = example.clone();
+    let mut back = example.clone();
+    back["spec"]["image"] = product.pool().await.spec.image.into();
+    let mut two_slots = back.clone();
     two_slots["spec"]["slots"] = 2.into();
-    two_slots["spec"]["image"] = product.pool().await.spec.image.into();
+    let _back = BackToTheExample { namespace, example: &back };
     let checks = SlotChecks::start(namespace);
 
     // 1. An apply, and kubectl wait at once: it returns when the new generation runs.
     let generation = product.pool().await.metadata.generation.unwrap();
-    kubectl_apply(namespace, &two_slots);
+    kubectl_apply(namespace, &two_slots).unwrap();
     let waited = Instant::now();
     run(cluster
         .kubectl()
@@ -1098,11 +1104,7 @@ async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress()
     checks.until_one_differs_from_the_spec().await;
 
     // 3. The strategy that fits: the rollout moves, and the pool is the example's again.
-    kubectl_apply(namespace, &{
-        let mut back = example.clone();
-        back["spec"]["image"] = two_slots["spec"]["image"].clone();
-        back
-    });
+    kubectl_apply(namespace, &back).unwrap();
     settled_at(product, 2).await;
     let compared = checks.stop().await;
     for pod in product.pods("render").await {
@@ -1111,12 +1113,31 @@ async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress()
     eprintln!("ready slots against the ready pods' own /readyz during both rollouts: {compared}");
 }
 
+/// Applies the example pool again when a test that changed its spec fails, so the tests after
+/// it find the pool as they expect (each waits for it to settle) and the node with room.
+struct BackToTheExample<'a> {
+    namespace: &'a str,
+    example: &'a Value,
+}
+
+impl Drop for BackToTheExample<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Err(err) = kubectl_apply(self.namespace, self.example)
+        {
+            eprintln!("applying the example {POOL} again: {err}");
+        }
+    }
+}
+
 /// Compares, all through a test, the pool's `status.readySlots` with the sum of the ready
 /// render pods' own `/readyz` slots, whenever the two were read with nothing changing between.
 struct SlotChecks {
     stop: Arc<std::sync::atomic::AtomicBool>,
     task: tokio::task::JoinHandle<Compared>,
     differing: Arc<AtomicUsize>,
+    /// Why the latest read that was not consistent was not, for a wait that times out.
+    last_miss: Arc<std::sync::Mutex<String>>,
 }
 
 /// What [`SlotChecks`] saw.
@@ -1145,13 +1166,19 @@ impl SlotChecks {
     fn start(namespace: &str) -> SlotChecks {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let differing = Arc::new(AtomicUsize::new(0));
+        let last_miss = Arc::new(std::sync::Mutex::new(String::from("no read yet")));
         let (namespace, done, count) = (namespace.to_string(), stop.clone(), differing.clone());
+        let miss = last_miss.clone();
         let task = tokio::spawn(async move {
             let pools: Api<RenderPool> =
                 Api::namespaced(Cluster::shared().client().await, &namespace);
             let mut compared = Compared::default();
             while !done.load(Ordering::SeqCst) {
-                if let Some((status, sum)) = consistent_read(&pools, &namespace).await {
+                let read = consistent_read(&pools, &namespace).await;
+                if let Err(why) = &read {
+                    why.clone_into(&mut miss.lock().unwrap());
+                }
+                if let Ok((status, sum)) = read {
                     let (ready, per_pod) =
                         (status.ready_slots.unwrap(), status.slots_per_pod.unwrap());
                     assert_eq!(
@@ -1169,17 +1196,19 @@ impl SlotChecks {
             }
             compared
         });
-        SlotChecks { stop, task, differing }
+        SlotChecks { stop, task, differing, last_miss }
     }
 
-    /// Waits until a consistent read found the ready pods' slots other than the spec's.
+    /// Waits until a consistent read found the ready pods' slots other than the spec's (on a
+    /// loaded machine most reads overlap a change somewhere: give it time).
     async fn until_one_differs_from_the_spec(&self) {
         wait::until(
             "a read while the pods' slots differ from the spec's",
-            Duration::from_secs(30),
+            Duration::from_secs(120),
             || async {
                 let n = self.differing.load(Ordering::SeqCst);
-                if n > 0 { Ok(()) } else { Err(n) }
+                let miss = self.last_miss.lock().unwrap().clone();
+                if n > 0 { Ok(()) } else { Err(format!("{n} reads; the last miss: {miss}")) }
             },
         )
         .await;
@@ -1196,32 +1225,42 @@ impl SlotChecks {
 /// The pool's status and the sum of its ready render pods' own `/readyz` slots, when neither
 /// the status nor which render pods are ready changed while they were read and for a second
 /// more (time for the operator to see a change the read did not: a status read just before a
-/// pod's change is no statement about it). A Pending pod's own updates change neither.
+/// pod's change is no statement about it). A Pending pod's own updates change neither. Else
+/// what kept the read from being consistent.
 async fn consistent_read(
     pools: &Api<RenderPool>,
     namespace: &str,
-) -> Option<(renderpool_operator::crd::RenderPoolStatus, i32)> {
+) -> Result<(renderpool_operator::crd::RenderPoolStatus, i32), String> {
     // The pool's status, and every render pod (terminating ones too) by name and readiness.
     let snapshot = || async {
-        let status = pools.get(POOL).await.ok()?.status?;
+        let pool = pools.get(POOL).await.map_err(|e| format!("get {POOL}: {e}"))?;
+        let status = pool.status.ok_or("no status")?;
         let mut pods: Vec<Pod> = all_render_pods_in(namespace).await;
         pods.sort_by_key(|p| p.name_any());
         let ready: Vec<(String, bool)> = pods
             .iter()
             .map(|p| (p.name_any(), is_ready(p) && p.metadata.deletion_timestamp.is_none()))
             .collect();
-        Some((status, pods, ready))
+        Ok::<_, String>((status, pods, ready))
     };
     let (before, pods, ready) = snapshot().await?;
     let mut sum = 0;
     for pod in pods.iter().filter(|p| is_ready(p) && p.metadata.deletion_timestamp.is_none()) {
         let url = format!("{}/readyz", pod_url(pod));
-        let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-        sum += i32::try_from(answer["plan"]["slots"].as_i64()?).ok()?;
+        let answer = async { reqwest::get(&url).await?.json::<Value>().await };
+        let answer = answer.await.map_err(|e| format!("{url}: {e}"))?;
+        let slots = answer["plan"]["slots"].as_i64().ok_or(format!("{url}: {answer}"))?;
+        sum += i32::try_from(slots).map_err(|e| e.to_string())?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (after, _, ready_after) = snapshot().await?;
-    (before == after && ready == ready_after).then_some((after, sum))
+    if ready != ready_after {
+        return Err(format!("ready pods {ready:?} became {ready_after:?}"));
+    }
+    if before != after {
+        return Err(format!("status {before:?} became {after:?}"));
+    }
+    Ok((after, sum))
 }
 
 /// The cell under `header` in the first row of a `kubectl get` table (cells line up under the
