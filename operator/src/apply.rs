@@ -10,7 +10,9 @@
 //! The caches only hold objects with the operator's label, so a name missing from them is looked
 //! up on the API server before anything is created under it.
 
-use crate::build::{Autoscaler, Children, Component, child_name, office_share_name};
+use crate::build::{
+    Autoscaler, Children, Component, KEDA_POLLING_SECONDS, child_name, office_share_name,
+};
 use crate::converge::converged;
 use crate::keda::{self, ScaledObject};
 use crate::metrics::Metrics;
@@ -21,6 +23,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -127,6 +130,8 @@ pub struct Applied {
     pub handing_over: bool,
     /// The pool wants a ScaledObject and the API server serves no KEDA.
     pub keda_missing: bool,
+    /// KEDA's words while it says the pool's ScaledObject is not Ready.
+    pub keda_not_ready: Option<String>,
 }
 
 /// What became of one child.
@@ -241,6 +246,12 @@ async fn apply_autoscaler(
                 done.handing_over = true;
                 return Ok(());
             }
+            // Two polls after its creation: time for a new pool's first pod to make the stream.
+            let settle = 2 * i64::from(KEDA_POLLING_SECONDS);
+            done.keda_not_ready = existing
+                .as_ref()
+                .filter(|so| owned_by(so.meta(), uid))
+                .and_then(|so| so.not_ready(Timestamp::now(), settle));
             done.record(apply_over(target, existing.as_ref(), desired, uid).await?);
         }
         Some(Autoscaler::Hpa(hpa)) => {

@@ -413,6 +413,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let mut generations = (None, None);
     let mut refused = None;
     let mut handing_over = false;
+    let mut keda_not_ready = None;
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
         let target = Target {
@@ -427,6 +428,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
                 generations = (generation(Component::Render), generation(Component::Gotenberg));
                 (applied, conflicts) = (done.written, done.conflicts);
                 handing_over = done.handing_over;
+                keda_not_ready = done.keda_not_ready;
                 if done.keda_missing {
                     plan = Err(SpecError::KedaMissing);
                 }
@@ -475,6 +477,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         previous,
         last_error,
         jobs,
+        keda_not_ready: keda_not_ready.as_deref(),
         now: Time(
             Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH),
         ),

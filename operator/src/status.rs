@@ -60,6 +60,8 @@ pub struct Observed<'a> {
     pub last_error: Option<LastError>,
     /// The job backlog a render pod told this pass (with spec.jobs).
     pub jobs: Option<JobsStatus>,
+    /// KEDA's words while it says the pool's ScaledObject is not Ready.
+    pub keda_not_ready: Option<&'a str>,
     /// Transition time for conditions that change now (whole seconds).
     pub now: Time,
 }
@@ -350,19 +352,29 @@ fn conditions(
     } else {
         (true, "RollingOut", summary.clone())
     };
-    let degraded = if stuck.is_empty() {
-        (false, "AsExpected", "no problem found".into())
-    } else {
+    let degraded = if !stuck.is_empty() {
         let message = format!(
             "{} rollout exceeded its progress deadline ({summary}): look for pods that cannot be \
              scheduled (kubectl describe pods) or fail to start",
             stuck.join(" and ")
         );
         (true, "RolloutStuck", message)
+    } else if let Some(keda) = o.keda_not_ready {
+        let message = format!(
+            "KEDA cannot read the pool's job backlog, so the pool neither grows on it nor wakes \
+             from zero: {keda}. kubectl describe scaledobject {} shows the scaler's error (a \
+             wrong backlog.natsMonitoringEndpoint or account, or a stream that no longer exists)",
+            o.pool
+        );
+        (true, BACKLOG_UNREADABLE, message)
+    } else {
+        (false, "AsExpected", "no problem found".into())
     };
     (ready, progressing, degraded)
 }
 
+/// Reason of Degraded while KEDA says it cannot read the pool's backlog.
+pub const BACKLOG_UNREADABLE: &str = "BacklogUnreadable";
 /// Reason of the conditions while a pod of the pool finds no node.
 pub const UNSCHEDULABLE: &str = "Unschedulable";
 /// Reason of the conditions while a pod of the pool is on a node but its container cannot run.

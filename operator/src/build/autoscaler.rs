@@ -78,7 +78,8 @@ fn behavior(spec: &AutoscalingSpec) -> HorizontalPodAutoscalerBehavior {
 /// (pending plus running jobs, per pod `target x slots`), and the pool's busy-slot ratio when
 /// Prometheus is named. The cooldown before 1 -> 0 is the scale-down window, so a pool sleeps
 /// as late as it would shed any other pod; a pod is only taken away once its jobs are done or
-/// handed back by its drain.
+/// handed back by its drain. A new pool waits the same window before its first sleep: KEDA's
+/// default would take its first pod away as soon as that pod had made the stream.
 pub(super) fn scaled_object(
     meta: &Meta,
     spec: &AutoscalingSpec,
@@ -118,6 +119,7 @@ pub(super) fn scaled_object(
             max_replica_count: spec.max_replicas,
             polling_interval: KEDA_POLLING_SECONDS,
             cooldown_period: spec.scale_down_stabilization_seconds,
+            initial_cooldown_period: spec.scale_down_stabilization_seconds,
             advanced: Advanced {
                 horizontal_pod_autoscaler_config: HorizontalPodAutoscalerConfig {
                     behavior: behavior(spec),
@@ -206,7 +208,7 @@ mod tests {
         assert_eq!(object.metadata.name.as_deref(), Some("batch"));
         let spec = &object.spec;
         assert_eq!((spec.min_replica_count, spec.max_replica_count), (0, 6));
-        assert_eq!(spec.cooldown_period, 60);
+        assert_eq!((spec.cooldown_period, spec.initial_cooldown_period), (60, 60));
         assert_eq!(spec.scale_target_ref.kind, "RenderPool");
         assert_eq!(spec.triggers.len(), 1, "no Prometheus named, no ratio trigger");
         let nats = &spec.triggers[0].metadata;

@@ -369,7 +369,8 @@ pub struct AutoscalingSpec {
 
     /// Seconds the load must stay low before the autoscaler removes pods (the highest
     /// recommendation of that window wins), so a lull between bursts does not shed capacity.
-    /// Scale-up is not delayed.
+    /// Scale-up is not delayed. With backlog and minReplicas 0, also the seconds with no
+    /// pending job before the pool goes to zero pods, and a new pool's time before its first.
     #[serde(default = "defaults::scale_down_stabilization_seconds")]
     #[schemars(range(
         min = bounds::SCALE_DOWN_STABILIZATION_SECONDS.min,
@@ -698,7 +699,8 @@ pub struct RenderPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gotenberg_ready_replicas: Option<i32>,
     /// Why the last pass over this pool failed, or why its pods cannot run or its rollout
-    /// cannot progress (Unschedulable, CannotStart, RolloutStuck); absent once that is over.
+    /// cannot progress (Unschedulable, CannotStart, RolloutStuck), or why KEDA cannot scale it
+    /// on its job backlog (BacklogUnreadable); absent once that is over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
     /// With spec.jobs, the pool's job backlog as a ready render pod last read it from the

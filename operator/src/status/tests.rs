@@ -57,6 +57,7 @@ fn seen(plan: &Result<PoolPlan, SpecError>) -> Observed<'_> {
         previous: None,
         last_error: None,
         jobs: None,
+        keda_not_ready: None,
         now: at(1),
     }
 }
@@ -84,6 +85,30 @@ fn ready_pool_reports_slot_figures_and_selector() {
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "PoolReady"));
     assert_eq!(cond(&s, PROGRESSING).status, "False");
     assert_eq!(cond(&s, DEGRADED).status, "False");
+}
+
+#[test]
+fn a_pool_whose_backlog_keda_cannot_read_is_degraded_and_still_ready() {
+    let plan = Ok(validate(&spec_from_yaml("replicas: 1\ncpu: '1'\nmemory: 1Gi")).unwrap());
+    let (render, gotenberg) = (deployment(1, 1), deployment(1, 1));
+    let keda = "TriggerError: Triggers defined in ScaledObject are not working correctly";
+    let s = compute(&Observed {
+        render: Some(&render),
+        gotenberg: Some(&gotenberg),
+        keda_not_ready: Some(keda),
+        ..seen(&plan)
+    });
+    let degraded = cond(&s, DEGRADED);
+    assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", BACKLOG_UNREADABLE));
+    assert!(degraded.message.contains(keda), "{}", degraded.message);
+    assert!(
+        degraded.message.contains("kubectl describe scaledobject docs"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(s.last_error.as_ref().map(|e| e.reason.as_str()), Some(BACKLOG_UNREADABLE));
+    // Its pods serve all the same.
+    assert_eq!(cond(&s, READY).status, "True");
 }
 
 #[test]

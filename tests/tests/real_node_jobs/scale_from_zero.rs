@@ -2,7 +2,8 @@
 //! ScaledObject (real KEDA, `Cluster::keda`) on the pool's NATS consumer. The pool starts at one
 //! pod, which makes the stream and its consumer; KEDA takes it to zero after the cooldown; 50
 //! jobs published straight to NATS (no pod is there to take POST /v1/jobs) bring a pod up, all
-//! finish once, and the pool goes back to zero. The timeline is printed.
+//! finish once, and the pool goes back to zero; a monitoring endpoint where nothing listens
+//! then leaves KEDA unable to wake it, and the pool says so. The timeline is printed.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,8 +12,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::ListParams;
-use renderpool_api::jobs::{JobId, JobStatus, State};
+use kube::api::{ListParams, Patch, PatchParams};
+use renderpool_api::jobs::defaults::CONSUMER;
+use renderpool_api::jobs::{JobId, JobStatus, QueueNames, State};
 use renderpool_operator::crd::RenderPool;
 use renderpool_operator::keda::ScaledObject;
 use renderpool_testkit::wait;
@@ -22,7 +24,7 @@ use renderpool_tests::jobs::{World, message};
 use renderpool_tests::operator::OperatorProcess;
 use serde_json::json;
 
-use super::operator_support::{condition, kubectl_apply, pool_manifest, wait_pool};
+use super::operator_support::{condition, kubectl_apply, pool_manifest};
 use super::{DOCUMENT, NATS_TOKEN, POOL, logins, pool_spec, turn};
 
 /// Jobs published to the sleeping pool.
@@ -73,11 +75,17 @@ impl SleepingPool {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
         // The first pod makes the stream and the consumer KEDA reads; then the pool sleeps.
+        // Waiting for the consumer rather than for that pod's Ready: the pod may be gone again
+        // before a look at the pool's status catches it.
         let created = Instant::now();
-        wait_pool(&pools, POOL, Duration::from_secs(240), |pool| {
-            pool.status.as_ref().is_some_and(|s| s.ready_replicas == 1)
+        let names = QueueNames::of(QueueNames::DEFAULT);
+        wait::until("the pool's consumer in NATS", Duration::from_secs(240), || async {
+            let stream = world.jetstream().get_stream(&names.stream).await;
+            let stream = stream.map_err(|e| e.to_string())?;
+            stream.consumer_info(CONSUMER).await.map_err(|e| e.to_string())
         })
         .await;
+        eprintln!("the consumer made {:.1}s after the pool", created.elapsed().as_secs_f64());
         let so = wait::until("the pool's ScaledObject", Duration::from_secs(60), || async {
             scaled_objects.get_opt(POOL).await.ok().flatten().ok_or("absent")
         })
@@ -88,9 +96,14 @@ impl SleepingPool {
             "no HPA of the operator's beside KEDA's"
         );
         asleep(&pools, &pods).await;
-        eprintln!(
-            "asleep at zero pods {:.1}s after the pool was created",
-            created.elapsed().as_secs_f64()
+        let slept = created.elapsed();
+        eprintln!("asleep at zero pods {:.1}s after the pool was created", slept.as_secs_f64());
+        // KEDA counts the initial cooldown from the ScaledObject's creationTimestamp, which is
+        // whole seconds (up to 1 s early) and may precede `created` by a little: 3 s of slack.
+        // With KEDA's default of 0 a new pool slept 7.7 s after its creation.
+        assert!(
+            slept >= Duration::from_secs(COOLDOWN_SECONDS - 3),
+            "a new pool slept {slept:?} after its creation, before its cooldown"
         );
         let pool = pools.get(POOL).await.unwrap();
         let degraded = condition(&pool, "Degraded").map(|c| c.0);
@@ -171,6 +184,40 @@ async fn a_pool_at_zero_wakes_on_its_backlog_finishes_every_job_once_and_sleeps_
         seen.peak_pods,
         (slept - all_done).as_secs_f64(),
     );
+
+    // A monitoring endpoint where nothing listens: KEDA cannot read the backlog, so the pool
+    // could never wake, and the pool says so until the endpoint is right again.
+    let backlog = |endpoint: &str| json!({"spec": {"autoscaling": {"backlog": {"natsMonitoringEndpoint": endpoint}}}});
+    let right = world.nats.monitor_url().trim_start_matches("http://").to_string();
+    let patch = |endpoint: String| async move {
+        let body = backlog(&endpoint);
+        pools.patch(POOL, &PatchParams::default(), &Patch::Merge(&body)).await.unwrap();
+        Instant::now()
+    };
+    let before = condition(&pools.get(POOL).await.unwrap(), "Degraded");
+    assert_eq!(before.as_ref().map(|c| c.0.as_str()), Some("False"), "{before:?}");
+    let broken = patch(format!("{BRIDGE_IP}:1")).await;
+    let degraded = |want: &'static str| async move {
+        wait::until(&format!("Degraded {want}"), Duration::from_secs(120), || async {
+            let pool = pools.get(POOL).await.map_err(|e| e.to_string())?;
+            match condition(&pool, "Degraded") {
+                Some((status, reason, message)) if status == want => Ok((reason, message)),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
+    };
+    let (reason, message) = degraded("True").await;
+    eprintln!(
+        "a monitoring endpoint where nothing listens: Degraded {:.1}s later: {reason}: {message}",
+        broken.elapsed().as_secs_f64()
+    );
+    assert_eq!(reason, "BacklogUnreadable", "{message}");
+    assert!(message.contains("TriggerError"), "KEDA's reason: {message}");
+    assert_eq!(pools.get(POOL).await.unwrap().spec.replicas, 0, "still asleep");
+    let mended = patch(right).await;
+    degraded("False").await;
+    eprintln!("the endpoint mended: Degraded False {:.1}s later", mended.elapsed().as_secs_f64());
 }
 
 /// A backlog of 1,000 jobs takes the pool from zero to its ceiling (four pods: the real node
