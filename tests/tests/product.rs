@@ -838,16 +838,20 @@ fn scale_pool_now(namespace: &str, replicas: i32) -> Result<String, String> {
     .map_err(|err| err.to_string())
 }
 
-/// Scales the pool back to its two pods when a test that scaled it fails (the next test waits
-/// for it to settle).
-struct BackToTwo<'a>(&'a Product);
+/// Puts back what a test changed when the test fails while this lives (the pool scaled, its
+/// spec changed), so the tests after it find the pool as they expect (each waits for it to
+/// settle) and the node with room; `what` names the mend when it fails too.
+struct OnPanic<F: FnMut() -> Result<(), String>> {
+    what: &'static str,
+    mend: F,
+}
 
-impl Drop for BackToTwo<'_> {
+impl<F: FnMut() -> Result<(), String>> Drop for OnPanic<F> {
     fn drop(&mut self) {
         if std::thread::panicking()
-            && let Err(err) = scale_pool_now(self.0.namespace(), 2)
+            && let Err(err) = (self.mend)()
         {
-            eprintln!("scaling {POOL} back to 2: {err}");
+            eprintln!("{}: {err}", self.what);
         }
     }
 }
@@ -1024,7 +1028,10 @@ async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress()
     back["spec"]["image"] = product.pool().await.spec.image.into();
     let mut two_slots = back.clone();
     two_slots["spec"]["slots"] = 2.into();
-    let _back = BackToTheExample { namespace, example: &back };
+    let _back = OnPanic {
+        what: "applying the example pool again",
+        mend: || kubectl_apply(namespace, &back).map(drop).map_err(|e| e.to_string()),
+    };
     let checks = SlotChecks::start(namespace);
 
     // 1. An apply, and kubectl wait at once: it returns when the new generation runs.
@@ -1111,23 +1118,6 @@ async fn status_tells_what_serves_during_a_rollout_and_why_one_cannot_progress()
         assert_eq!(get_json(&format!("{}/readyz", pod_url(&pod))).await["plan"]["slots"], 1);
     }
     eprintln!("ready slots against the ready pods' own /readyz during both rollouts: {compared}");
-}
-
-/// Applies the example pool again when a test that changed its spec fails, so the tests after
-/// it find the pool as they expect (each waits for it to settle) and the node with room.
-struct BackToTheExample<'a> {
-    namespace: &'a str,
-    example: &'a Value,
-}
-
-impl Drop for BackToTheExample<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking()
-            && let Err(err) = kubectl_apply(self.namespace, self.example)
-        {
-            eprintln!("applying the example {POOL} again: {err}");
-        }
-    }
 }
 
 /// Compares, all through a test, the pool's `status.readySlots` with the sum of the ready
@@ -1421,7 +1411,10 @@ async fn a_memory_bomb_in_a_small_render_pod_fails_its_job_and_the_kubelet_kills
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), product.namespace());
     let template = deployments.get(&format!("{POOL}-render")).await.unwrap().spec.template;
     // The node has no CPU left for another render pod: the pool lends one of its pods' share.
-    let _back = BackToTwo(product);
+    let _back = OnPanic {
+        what: "scaling the pool back to 2",
+        mend: || scale_pool_now(product.namespace(), 2).map(drop),
+    };
     scale_pool(product, 1).await;
     let name = "render-small-memory";
     let pods: Api<Pod> = Api::namespaced(client, product.namespace());
