@@ -689,6 +689,10 @@ pub struct JobStatus {
     /// When a pod last started running it, milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_ms: Option<u64>,
+    /// The pod running it was told to stop (deleted, drained, scaled in): should that pod go
+    /// before it hands the job back, the next delivery counts no strike against the job.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pod_stopping: bool,
 }
 
 impl JobStatus {
@@ -709,6 +713,7 @@ impl JobStatus {
             created_ms: now_ms,
             updated_ms: now_ms,
             started_ms: None,
+            pod_stopping: false,
         }
     }
 }

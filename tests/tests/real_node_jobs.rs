@@ -5,18 +5,23 @@
 //! pods log in with a NATS token, S3 keys and a webhook secret from Secrets, which the operator
 //! mounts as files.
 //!
-//! A job caught mid-run on one pod is lost with it (its main process SIGKILLed from the host)
-//! or handed back by it (the pod deleted, so it drains): either way it completes on a pod,
+//! A job caught mid-run on one pod is lost with it (its main process SIGKILLed from the host),
+//! handed back by it (the pod deleted, so it drains), or neither (the pod deleted with a grace
+//! period too short to hand it back, a strike spared as the pod said it was stopping): each way
+//! it completes on a pod,
 //! every output whole and named by its manifest, and its webhook fires once per completion,
 //! checked by the test's own Standard Webhooks verifier. Each test prints its timeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures::AsyncBufReadExt;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, LogParams};
 use renderpool_api::jobs::{JobId, JobStatus, State};
 use renderpool_operator::crd::RenderPool;
 use renderpool_testkit::{corpus, metrics, wait};
@@ -299,6 +304,43 @@ fn run_seconds(state: &JobStatus) -> f64 {
     state.updated_ms.saturating_sub(state.started_ms.unwrap_or(state.updated_ms)) as f64 / 1000.0
 }
 
+/// A pod's log as it is written, read until its container ends: what a stopped pod did is
+/// still readable after the pod is gone (the kubelet may cut the last lines of a pod it deletes).
+struct LogTail {
+    text: Arc<Mutex<String>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LogTail {
+    async fn follow(pods: &Api<Pod>, pod: &str) -> LogTail {
+        let params = LogParams { follow: true, ..LogParams::default() };
+        let stream = pods.log_stream(pod, &params).await.unwrap();
+        let text = Arc::new(Mutex::new(String::new()));
+        let task = tokio::spawn({
+            let text = text.clone();
+            async move {
+                let mut lines = std::pin::pin!(stream.lines());
+                while let Some(Ok(line)) = futures::StreamExt::next(&mut lines).await {
+                    let mut text = text.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            }
+        });
+        LogTail { text, task }
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+}
+
+impl Drop for LogTail {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Waits until the job's state satisfies `done`, noting when.
 async fn timed(
     world: &World,
@@ -372,6 +414,7 @@ async fn a_job_whose_pod_is_deleted_mid_run_is_handed_back_and_completes_on_anot
     let _turn = turn().await;
     let pool = JobsPool::start("jobs-drained", Answer::Ok).await;
     let (id, draining, running) = pool.catch_long_job_mid_run("drained").await;
+    let log = LogTail::follow(&pool.pods, name(&draining)).await;
     // A graceful delete: preStop, then SIGTERM; the pod stops pulling, gives its job the grace
     // period (the job deadline, 5 s), then hands it back.
     pool.pods.delete(name(&draining), &DeleteParams::default()).await.unwrap();
@@ -384,7 +427,12 @@ async fn a_job_whose_pod_is_deleted_mid_run_is_handed_back_and_completes_on_anot
     );
     let (again, redelivered) =
         timed(&pool.world, &id, Duration::from_secs(60), |s| s.deliveries >= 2).await;
-    assert_eq!(again.strikes, 0, "handed back, not lost: no strike; {again:?}");
+    assert_eq!(
+        again.strikes,
+        0,
+        "handed back, not lost: no strike; {again:?}\nthe drained pod's log:\n{}",
+        log.text()
+    );
     let (done, completed) = timed(&pool.world, &id, Duration::from_secs(240), |s| {
         s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
     })
@@ -405,5 +453,68 @@ async fn a_job_whose_pod_is_deleted_mid_run_is_handed_back_and_completes_on_anot
         run_seconds(&done),
         finished_on[0],
         name(&draining),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_stopping_pod_is_killed_before_it_hands_back_comes_back_with_no_strike() {
+    let _turn = turn().await;
+    let pool = JobsPool::start("jobs-cut-short", Answer::Ok).await;
+    let (id, stopping, running) = pool.catch_long_job_mid_run("cut-short").await;
+    let log = LogTail::follow(&pool.pods, name(&stopping)).await;
+    // A delete with a 2 s grace period: preStop (1 s), SIGTERM, then SIGKILL long before the
+    // pod's drain reaches its jobs' grace (drain delay 1 s, then 5 s), so it hands nothing back.
+    let short = DeleteParams { grace_period_seconds: Some(2), ..DeleteParams::default() };
+    pool.pods.delete(name(&stopping), &short).await.unwrap();
+    let deleted = Instant::now();
+    eprintln!(
+        "deleted {} (grace 2s) with the job at page {} of {}",
+        name(&stopping),
+        running.progress.done,
+        running.progress.total
+    );
+    let (marked, marked_at) =
+        timed(&pool.world, &id, Duration::from_secs(30), |s| s.pod_stopping || s.deliveries >= 2)
+            .await;
+    assert!(
+        marked.pod_stopping && marked.state == State::Running && marked.deliveries == 1,
+        "the pod records that it stops: {marked:?}\nits log:\n{}",
+        log.text()
+    );
+    wait::until("the deleted pod gone", Duration::from_secs(60), || async {
+        match pool.pods.get_opt(name(&stopping)).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|p| p.map(|p| p.status)))),
+        }
+    })
+    .await;
+    let gone = pool.world.state(&id).await.unwrap();
+    assert_eq!(
+        (gone.state, gone.deliveries, gone.pod_stopping),
+        (State::Running, 1, true),
+        "killed before its hand-back: {gone:?}\nits log:\n{}",
+        log.text()
+    );
+    let (again, redelivered) = timed(&pool.world, &id, ACK_WAIT * 2, |s| s.deliveries >= 2).await;
+    assert_eq!((again.strikes, again.pod_stopping), (0, false), "no strike: {again:?}");
+    let (done, completed) = timed(&pool.world, &id, Duration::from_secs(240), |s| {
+        s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
+    })
+    .await;
+    assert_eq!((done.deliveries, done.strikes, done.pod_stopping), (2, 0, false), "{done:?}");
+    let deliveries = pool.check_outputs_and_webhook("cut-short", &id).await;
+    assert_eq!(deliveries.len(), 1, "none from the killed pod: {deliveries:?}");
+    let finished_on = pool.completed_on().await;
+    assert_eq!(finished_on.len(), 1, "{finished_on:?}");
+    assert_ne!(finished_on[0], name(&stopping));
+    eprintln!(
+        "cut short: marked stopping {:.1}s after the delete, delivered again {:.1}s after it \
+         (ack wait {}s) with no strike, done {:.1}s after it on {} (deleted {})",
+        (marked_at - deleted).as_secs_f64(),
+        (redelivered - deleted).as_secs_f64(),
+        ACK_WAIT.as_secs(),
+        (completed - deleted).as_secs_f64(),
+        finished_on[0],
+        name(&stopping),
     );
 }

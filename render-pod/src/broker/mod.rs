@@ -201,4 +201,10 @@ impl Broker {
             .await
             .map_err(|e| BrokerError::request("announcing the job's end", e))
     }
+
+    /// Sends what the connection still holds (acks, hand-backs, events), before the process
+    /// exits: an unsent hand-back would leave its job waiting out the ack wait.
+    pub async fn flush(&self) -> Result<(), BrokerError> {
+        self.client.flush().await.map_err(|e| BrokerError::request("flushing the connection", e))
+    }
 }

@@ -41,8 +41,13 @@ pub fn decide(
             _ => Claim::Run { strikes: job.strikes },
         },
         State::Running => match job.stream_sequence {
+            // Its pod was told to stop and went before handing it back (killed at the end of
+            // its grace period, or its hand-back lost): not the job's doing.
+            Some(other) if other == sequence && job.pod_stopping => {
+                Claim::Run { strikes: job.strikes }
+            }
             // This message was being run and never finished: its pod died or stopped answering
-            // (a kill, the OOM killer, an eviction) before the ack wait ran out.
+            // (a kill, the OOM killer) before the ack wait ran out.
             Some(other) if other == sequence => {
                 let strikes = job.strikes.saturating_add(1);
                 if strikes >= max_strikes {
@@ -100,6 +105,10 @@ mod tests {
             decide(Some(&job(State::Running, Some(7), 1)), 7, 2, false),
             Claim::DeadLetter { strikes: 2 }
         );
+        // Lost with a pod that was stopping: no strike, even one short of the limit.
+        let stopping = JobStatus { pod_stopping: true, ..job(State::Running, Some(7), 1) };
+        assert_eq!(decide(Some(&stopping), 7, 2, false), Claim::Run { strikes: 1 });
+        assert!(matches!(decide(Some(&stopping), 8, 2, false), Claim::Drop(_)));
         // Ended: dropped, unless its webhook is still owed.
         assert!(matches!(decide(Some(&job(State::Done, Some(7), 0)), 7, 2, false), Claim::Drop(_)));
         assert_eq!(decide(Some(&job(State::Done, Some(7), 0)), 7, 2, true), Claim::Resend);
