@@ -22,6 +22,12 @@ pub const JOB_DEADLINE_MS: u32 = 30_000;
 /// to less (`drainDelayMs` 1000 in the CRD) because they get `preStopSeconds` of serving
 /// before SIGTERM, which already gave the endpoints time to go.
 pub const DRAIN_DELAY_MS: u32 = 5_000;
+/// Seconds a render pod has past preStop, its drain delay and one job deadline before the
+/// kubelet kills it: the operator adds them to the pod's termination grace period, and the pod
+/// spends them handing back the jobs it still holds and sending its last acks to the broker.
+pub const EXIT_MARGIN_SECONDS: u8 = 5;
+/// The last of those seconds: what the pod keeps for sending the broker what it has not sent.
+pub const EXIT_FLUSH_SECONDS: u8 = 1;
 /// The largest accepted request body.
 pub const MAX_BODY: Mebibytes = Mebibytes(100);
 /// Each worker's memory budget: its ceiling, and the unit the slot count is carved in.

@@ -56,8 +56,9 @@ pub struct ServeArgs {
     #[arg(long, env = env::DRAIN_DELAY_MS,
           default_value_t = u64::from(pod::DRAIN_DELAY_MS))]
     pub drain_delay_ms: u64,
-    /// Milliseconds in-flight requests get to finish after new work stops being taken.
-    #[arg(long, env = env::GRACE_PERIOD_MS, default_value_t = 30_000)]
+    /// Milliseconds in-flight requests get to finish after new work stops being taken (by
+    /// default one job deadline's default, so a job taken just before finishes).
+    #[arg(long, env = env::GRACE_PERIOD_MS, default_value_t = u64::from(pod::JOB_DEADLINE_MS))]
     pub grace_period_ms: u64,
     /// Largest accepted request body, e.g. 100Mi.
     #[arg(long, env = env::MAX_BODY_BYTES, value_parser = parse_memory_bytes,

@@ -110,8 +110,9 @@ pub fn in_words<T: AsRef<str>>(items: &[T]) -> String {
 /// Pods a rollout may add above, or take away from, the replica count.
 pub const ROLLOUT_PODS: Bound = Bound { min: 0, max: REPLICAS.max };
 
-/// Seconds past preStop + drain + one job deadline before the kubelet kills a render pod.
-pub const GRACE_MARGIN_SECONDS: i64 = 5;
+/// Seconds past preStop + drain + one job deadline before the kubelet kills a render pod (the
+/// pod's own budget for them is in its contract).
+pub const GRACE_MARGIN_SECONDS: i64 = renderpool_api::render_pod::EXIT_MARGIN_SECONDS as i64;
 /// Longest termination grace period of a pod: cluster-autoscaler's default
 /// --max-graceful-termination-sec, past which it kills a pod it drains from a node.
 pub const MAX_GRACE_SECONDS: i64 = 600;

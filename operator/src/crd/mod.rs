@@ -816,6 +816,18 @@ mod tests {
     }
 
     #[test]
+    fn the_job_deadline_explains_the_grace_period_with_the_bounds_the_operator_uses() {
+        let schema = serde_json::to_value(schemars::schema_for!(RenderPoolSpec)).unwrap();
+        let text = schema["properties"]["jobDeadlineMs"]["description"].as_str().unwrap();
+        let sum = format!(
+            "jobDeadlineMs + {} s may not exceed {} s",
+            bounds::GRACE_MARGIN_SECONDS,
+            bounds::MAX_GRACE_SECONDS
+        );
+        assert!(text.replace('\n', " ").contains(&sum), "{text}");
+    }
+
+    #[test]
     fn crd_has_scale_status_and_short_name() {
         let crd = definition().unwrap();
         assert_eq!(crd.spec.names.short_names, Some(vec!["rp".to_string()]));

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use renderpool_api::jobs::{
     Checked, Failure, JobEvent, JobId, JobMessage, JobStatus, ObjectUrl, Progress, State,
 };
+use renderpool_api::render_pod as pod;
 use tokio::sync::{Notify, watch};
 
 use crate::broker::StateError;
@@ -49,6 +50,12 @@ pub use webhook::WebhookConfig;
 const MAX_NOTIFYING: usize = 256;
 /// How long one pull waits for a job at the broker.
 const PULL_WAIT: Duration = Duration::from_secs(1);
+/// At exit, past the jobs' grace: how long the jobs still held get to be handed back, then how
+/// long the broker gets to be sent the last acks and hand-backs. Together they are the margin
+/// the operator's termination grace period gives a pod past its job deadline.
+const HAND_BACK_AT_EXIT: Duration =
+    Duration::from_secs((pod::EXIT_MARGIN_SECONDS - pod::EXIT_FLUSH_SECONDS) as u64);
+const FLUSH_AT_EXIT: Duration = Duration::from_secs(pod::EXIT_FLUSH_SECONDS as u64);
 
 /// Limits a job is held to: the same as the HTTP routes'.
 #[derive(Debug, Clone, Copy)]
@@ -164,21 +171,31 @@ impl Jobs {
         if left > 0 {
             tracing::warn!(jobs = left, "grace period over: handing back the jobs still held");
             let _ = inner.abort.send(true);
-            // Four seconds, then one for the flush: within the five seconds the operator's grace
-            // period gives a pod past its job deadline (GRACE_MARGIN_SECONDS).
-            let until = Instant::now() + Duration::from_secs(4);
+            // The margin the operator's grace period gives a pod past its job deadline, less
+            // what the flush below keeps.
+            let until = Instant::now() + HAND_BACK_AT_EXIT;
             while inner.held.load(Ordering::Acquire) > 0 && Instant::now() < until {
                 let _ = tokio::time::timeout(Duration::from_millis(100), inner.changed.notified())
                     .await;
             }
         }
-        match tokio::time::timeout(Duration::from_secs(1), inner.broker.flush()).await {
+        match tokio::time::timeout(FLUSH_AT_EXIT, inner.broker.flush()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "the last acks and hand-backs may be lost"),
-            Err(_) => tracing::warn!("the last acks and hand-backs were not sent within 1 s"),
+            Err(_) => tracing::warn!(
+                seconds = FLUSH_AT_EXIT.as_secs(),
+                "the last acks and hand-backs were not sent in time"
+            ),
         }
-        let held = inner.held.load(Ordering::Acquire);
-        tracing::info!(still_held = held, "jobs drained");
+        match inner.held.load(Ordering::Acquire) {
+            0 => tracing::info!("jobs drained"),
+            // Their states say `pod_stopping`: the broker delivers them again after the ack
+            // wait, with no strike.
+            held => tracing::warn!(
+                still_held = held,
+                "exiting with jobs not handed back; they come back after the ack wait"
+            ),
+        }
     }
 }
 
