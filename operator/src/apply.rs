@@ -100,6 +100,8 @@ pub struct Target<'a> {
     pub metrics: &'a Metrics,
     /// Namespace of the pool and its children.
     pub namespace: &'a str,
+    /// The reconcile's one reading of the clock, which the status is written with too.
+    pub now: Timestamp,
 }
 
 impl Target<'_> {
@@ -251,7 +253,7 @@ async fn apply_autoscaler(
             done.keda_not_ready = existing
                 .as_ref()
                 .filter(|so| owned_by(so.meta(), uid))
-                .and_then(|so| so.not_ready(Timestamp::now(), settle));
+                .and_then(|so| so.not_ready(target.now, settle));
             done.record(apply_over(target, existing.as_ref(), desired, uid).await?);
         }
         Some(Autoscaler::Hpa(hpa)) => {

@@ -414,6 +414,8 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
     let mut refused = None;
     let mut handing_over = false;
     let mut keda_not_ready = None;
+    // Whole seconds, as the status writes its times.
+    let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH);
     if let Ok(valid) = &plan {
         let children = build(pool, valid)?;
         let target = Target {
@@ -421,6 +423,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
             stores: &ctx.stores,
             metrics: &ctx.metrics,
             namespace: &namespace,
+            now,
         };
         match apply_children(&target, &name, &uid, children).await {
             Ok(done) => {
@@ -478,9 +481,7 @@ async fn reconcile_pool(pool: &RenderPool, ctx: &Context) -> Result<&'static str
         last_error,
         jobs,
         keda_not_ready: keda_not_ready.as_deref(),
-        now: Time(
-            Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH),
-        ),
+        now: Time(now),
     });
     let mut events = crate::events::transitions(previous, &status);
     if !applied.is_empty() {
