@@ -221,6 +221,19 @@ impl JobsPool {
         done
     }
 
+    /// Waits until the job is done and its webhook delivered, checks what it left (see
+    /// [`Self::check_outputs_and_webhook`]) and that one pod finished it.
+    async fn finished(&self, key: &str, id: &JobId) -> Finished {
+        let (state, at) = timed(&self.world, id, Duration::from_secs(240), |s| {
+            s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
+        })
+        .await;
+        let deliveries = self.check_outputs_and_webhook(key, id).await;
+        let mut on = self.completed_on().await;
+        assert_eq!(on.len(), 1, "one pod finished it: {on:?}");
+        Finished { state, at, deliveries, on: on.remove(0) }
+    }
+
     /// Checks what the job left: its outputs are those its manifest names, each page a whole
     /// JPEG of the page's size at [`DPI`], and its webhook's deliveries carry one id and valid
     /// signatures. The deliveries.
@@ -341,6 +354,15 @@ impl Drop for LogTail {
     }
 }
 
+/// A job done: its last state and when it was seen, its webhook's deliveries and the pod that
+/// finished it.
+struct Finished {
+    state: JobStatus,
+    at: Instant,
+    deliveries: Vec<Delivery>,
+    on: String,
+}
+
 /// Waits until the job's state satisfies `done`, noting when.
 async fn timed(
     world: &World,
@@ -371,15 +393,11 @@ async fn a_job_whose_pod_is_sigkilled_mid_run_completes_on_a_pod_with_one_accept
         running.progress.total
     );
     let (again, redelivered) = timed(&pool.world, &id, ACK_WAIT * 3, |s| s.deliveries >= 2).await;
-    let (done, completed) = timed(&pool.world, &id, Duration::from_secs(240), |s| {
-        s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
-    })
-    .await;
-    assert_eq!((done.deliveries, done.strikes), (2, 1), "lost with its pod: a strike; {done:?}");
-    let deliveries = pool.check_outputs_and_webhook("killed", &id).await;
-    assert_eq!(deliveries.iter().map(|d| d.status).collect::<Vec<_>>(), [503, 200]);
-    let finished_on = pool.completed_on().await;
-    assert_eq!(finished_on.len(), 1, "{finished_on:?}");
+    let done = pool.finished("killed", &id).await;
+    let state = &done.state;
+    assert_eq!((state.deliveries, state.strikes), (2, 1), "lost with its pod: a strike; {state:?}");
+    let statuses: Vec<u16> = done.deliveries.iter().map(|d| d.status).collect();
+    assert_eq!(statuses, [503, 200]);
     let restarts: Vec<(String, i32)> = pool
         .render_pods()
         .await
@@ -396,16 +414,15 @@ async fn a_job_whose_pod_is_sigkilled_mid_run_completes_on_a_pod_with_one_accept
     eprintln!(
         "sigkill: redelivered {:.1}s after the kill (ack wait {}s; delivery {}, strikes {}), \
          done {:.1}s after the kill (its second run {:.1}s) on {} (killed {}; restarts \
-         {restarts:?}); webhook deliveries {:?}, one id",
+         {restarts:?}); webhook deliveries {statuses:?}, one id",
         (redelivered - killed).as_secs_f64(),
         ACK_WAIT.as_secs(),
         again.deliveries,
         again.strikes,
-        (completed - killed).as_secs_f64(),
-        run_seconds(&done),
-        finished_on[0],
+        (done.at - killed).as_secs_f64(),
+        run_seconds(state),
+        done.on,
         name(&victim),
-        deliveries.iter().map(|d| d.status).collect::<Vec<_>>(),
     );
 }
 
@@ -433,25 +450,20 @@ async fn a_job_whose_pod_is_deleted_mid_run_is_handed_back_and_completes_on_anot
         "handed back, not lost: no strike; {again:?}\nthe drained pod's log:\n{}",
         log.text()
     );
-    let (done, completed) = timed(&pool.world, &id, Duration::from_secs(240), |s| {
-        s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
-    })
-    .await;
-    assert_eq!((done.deliveries, done.strikes), (2, 0), "{done:?}");
-    assert_eq!(done.webhook.as_ref().map(|w| w.attempts), Some(1), "{done:?}");
-    let deliveries = pool.check_outputs_and_webhook("drained", &id).await;
-    assert_eq!(deliveries.len(), 1, "none from the drained pod: {deliveries:?}");
-    let finished_on = pool.completed_on().await;
-    assert_eq!(finished_on.len(), 1, "{finished_on:?}");
-    assert_ne!(finished_on[0], name(&draining));
+    let done = pool.finished("drained", &id).await;
+    let state = &done.state;
+    assert_eq!((state.deliveries, state.strikes), (2, 0), "{state:?}");
+    assert_eq!(state.webhook.as_ref().map(|w| w.attempts), Some(1), "{state:?}");
+    assert_eq!(done.deliveries.len(), 1, "none from the drained pod: {:?}", done.deliveries);
+    assert_ne!(done.on, name(&draining));
     eprintln!(
         "drain: handed back and running again {:.1}s after the delete (grace 5s, preStop 1s), \
          done {:.1}s after the delete (its second run {:.1}s) on {} (deleted {}); one webhook \
          delivery",
         (redelivered - deleted).as_secs_f64(),
-        (completed - deleted).as_secs_f64(),
-        run_seconds(&done),
-        finished_on[0],
+        (done.at - deleted).as_secs_f64(),
+        run_seconds(state),
+        done.on,
         name(&draining),
     );
 }
@@ -497,24 +509,19 @@ async fn a_job_whose_stopping_pod_is_killed_before_it_hands_back_comes_back_with
     );
     let (again, redelivered) = timed(&pool.world, &id, ACK_WAIT * 2, |s| s.deliveries >= 2).await;
     assert_eq!((again.strikes, again.pod_stopping), (0, false), "no strike: {again:?}");
-    let (done, completed) = timed(&pool.world, &id, Duration::from_secs(240), |s| {
-        s.state == State::Done && s.webhook.as_ref().is_some_and(|w| w.delivered)
-    })
-    .await;
-    assert_eq!((done.deliveries, done.strikes, done.pod_stopping), (2, 0, false), "{done:?}");
-    let deliveries = pool.check_outputs_and_webhook("cut-short", &id).await;
-    assert_eq!(deliveries.len(), 1, "none from the killed pod: {deliveries:?}");
-    let finished_on = pool.completed_on().await;
-    assert_eq!(finished_on.len(), 1, "{finished_on:?}");
-    assert_ne!(finished_on[0], name(&stopping));
+    let done = pool.finished("cut-short", &id).await;
+    let state = &done.state;
+    assert_eq!((state.deliveries, state.strikes, state.pod_stopping), (2, 0, false), "{state:?}");
+    assert_eq!(done.deliveries.len(), 1, "none from the killed pod: {:?}", done.deliveries);
+    assert_ne!(done.on, name(&stopping));
     eprintln!(
         "cut short: marked stopping {:.1}s after the delete, delivered again {:.1}s after it \
          (ack wait {}s) with no strike, done {:.1}s after it on {} (deleted {})",
         (marked_at - deleted).as_secs_f64(),
         (redelivered - deleted).as_secs_f64(),
         ACK_WAIT.as_secs(),
-        (completed - deleted).as_secs_f64(),
-        finished_on[0],
+        (done.at - deleted).as_secs_f64(),
+        done.on,
         name(&stopping),
     );
 }
