@@ -15,6 +15,7 @@ pub mod object_stores;
 pub mod oci;
 pub mod operator;
 pub mod panels;
+mod ports;
 mod process;
 pub mod release;
 pub mod render_pod;
@@ -23,8 +24,9 @@ mod served;
 pub mod tls;
 pub mod versitygw;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
+
+pub use ports::free_port;
 
 /// The repository root (the folder holding the workspace `Cargo.toml`).
 pub fn repo_root() -> PathBuf {
@@ -82,14 +84,6 @@ pub async fn until_http_ok(
 
 /// Where the servers tests start listen unless a test says otherwise.
 pub const LOOPBACK: &str = "127.0.0.1";
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap_or_else(|err| panic!("no free port on 127.0.0.1: {err}"))
-}
 
 /// Resident memory (VmRSS) of process `pid`, in bytes.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
