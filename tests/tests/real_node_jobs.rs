@@ -221,6 +221,27 @@ impl JobsPool {
         done
     }
 
+    /// Deletes the render pod running the job, following its log from just before: the log, and
+    /// when the delete was sent.
+    async fn delete_mid_run(
+        &self,
+        pod: &Pod,
+        running: &JobStatus,
+        params: &DeleteParams,
+    ) -> (LogTail, Instant) {
+        let log = LogTail::follow(&self.pods, name(pod)).await;
+        self.pods.delete(name(pod), params).await.unwrap();
+        let deleted = Instant::now();
+        let grace = params.grace_period_seconds.map_or("its own".into(), |s| format!("{s}s"));
+        eprintln!(
+            "deleted {} (grace {grace}) with the job at page {} of {}",
+            name(pod),
+            running.progress.done,
+            running.progress.total
+        );
+        (log, deleted)
+    }
+
     /// Waits until the job is done and its webhook delivered, checks what it left (see
     /// [`Self::check_outputs_and_webhook`]) and that one pod finished it.
     async fn finished(&self, key: &str, id: &JobId) -> Finished {
@@ -431,17 +452,9 @@ async fn a_job_whose_pod_is_deleted_mid_run_is_handed_back_and_completes_on_anot
     let _turn = turn().await;
     let pool = JobsPool::start("jobs-drained", Answer::Ok).await;
     let (id, draining, running) = pool.catch_long_job_mid_run("drained").await;
-    let log = LogTail::follow(&pool.pods, name(&draining)).await;
     // A graceful delete: preStop, then SIGTERM; the pod stops pulling, gives its job the grace
     // period (the job deadline, 5 s), then hands it back.
-    pool.pods.delete(name(&draining), &DeleteParams::default()).await.unwrap();
-    let deleted = Instant::now();
-    eprintln!(
-        "deleted {} with the job at page {} of {}",
-        name(&draining),
-        running.progress.done,
-        running.progress.total
-    );
+    let (log, deleted) = pool.delete_mid_run(&draining, &running, &DeleteParams::default()).await;
     let (again, redelivered) =
         timed(&pool.world, &id, Duration::from_secs(60), |s| s.deliveries >= 2).await;
     assert_eq!(
@@ -473,18 +486,10 @@ async fn a_job_whose_stopping_pod_is_killed_before_it_hands_back_comes_back_with
     let _turn = turn().await;
     let pool = JobsPool::start("jobs-cut-short", Answer::Ok).await;
     let (id, stopping, running) = pool.catch_long_job_mid_run("cut-short").await;
-    let log = LogTail::follow(&pool.pods, name(&stopping)).await;
     // A delete with a 2 s grace period: preStop (1 s), SIGTERM, then SIGKILL long before the
     // pod's drain reaches its jobs' grace (drain delay 1 s, then 5 s), so it hands nothing back.
     let short = DeleteParams { grace_period_seconds: Some(2), ..DeleteParams::default() };
-    pool.pods.delete(name(&stopping), &short).await.unwrap();
-    let deleted = Instant::now();
-    eprintln!(
-        "deleted {} (grace 2s) with the job at page {} of {}",
-        name(&stopping),
-        running.progress.done,
-        running.progress.total
-    );
+    let (log, deleted) = pool.delete_mid_run(&stopping, &running, &short).await;
     let (marked, marked_at) =
         timed(&pool.world, &id, Duration::from_secs(30), |s| s.pod_stopping || s.deliveries >= 2)
             .await;
