@@ -71,24 +71,25 @@ go_jobs=${RENDERPOOL_GO_JOBS:-2}
 failed=$(mktemp -d)
 trap 'rm -rf "$failed"' EXIT
 
-build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] build <wrapper> <version> <ldflags> <package>...
-  local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin}; shift 3
+build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] [MODFILE=...] build <wrapper> <version> <ldflags> <package>...
+  local wrapper=$1 version=$2 ldflags=$3 tags=${BUILD_TAGS:-} link_dir=${LINK_DIR:-$bin} modfile=${MODFILE:-}; shift 3
   wanted "$wrapper" || return 0
   local toolchain=${TOOLCHAIN:-local} dest
-  # Tags and a toolchain join the stamp only when set, so other tools keep the stamps they had.
+  # Tags, a toolchain and a go.mod of their own join the stamp only when set, so other tools keep
+  # the stamps they had.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} \
-    ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} "$@")"
+    ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} ${modfile:+"modfile=$modfile"} "$@")"
   if [ -f "$dest/.complete" ]; then
     link_build "$dest" "$link_dir"
     return 0
   fi
   while [ "$(jobs -rp | wc -l)" -ge "$go_jobs" ]; do wait -n || true; done
-  { go_build "$wrapper" "$version" "$ldflags" "$tags" "$toolchain" "$dest" "$link_dir" "$@" 2>&1 |
+  { go_build "$wrapper" "$version" "$ldflags" "$tags" "$toolchain" "$modfile" "$dest" "$link_dir" "$@" 2>&1 |
     sed -u "s/^/[$wrapper] /" >&2 || touch "$failed/$wrapper"; } &
 }
 
-go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <dest> <link dir> <package>...
-  local wrapper=$1 version=$2 ldflags=$3 tags=$4 toolchain=$5 dest=$6 link_dir=$7; shift 7
+go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <modfile> <dest> <link dir> <package>...
+  local wrapper=$1 version=$2 ldflags=$3 tags=$4 toolchain=$5 modfile=$6 dest=$7 link_dir=$8; shift 8
   echo "building $wrapper $version (cold: 15-40 minutes for all tools on 2 cores, most of it k8s)"
   local start=$SECONDS
   mkdir -p "$dest"
@@ -96,7 +97,8 @@ go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <dest> 
   local out="$dest/"
   [ $# -eq 1 ] && out="$dest/$wrapper"
   # Each step checked: a job runs where a failure does not stop the shell.
-  (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$@") ||
+  (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath ${modfile:+-modfile "$modfile"} -tags "$tags" \
+    -ldflags "$ldflags" -o "$out" "$@") ||
     return 1
   touch "$dest/.complete" || return 1
   # Drop this tool's older builds so the cache holds one per tool ("$wrapper-v*": a bare
@@ -199,13 +201,11 @@ BUILD_TAGS="remove_all_sd enable_kubernetes_sd" build prometheus "$prometheus_ve
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 build prometheus-adapter "$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)" "-s -w" \
   sigs.k8s.io/prometheus-adapter/cmd/adapter
-# KEDA (its operator and its external-metrics adapter, one go build) scales job pools from zero.
-# Its CRDs come from the same module, checked against the pinned module hash.
+# KEDA (its operator and its external-metrics adapter, one go build) scales job pools from zero,
+# with the scalers of the operator's triggers only (keda/trim.sh). Its CRDs come from the same
+# module, checked against the pinned module hash.
 keda_version=$(module_version keda github.com/kedacore/keda/v2)
 keda_sum="h1:R6z2HZvstK4RLUMxroNACzBj74xGxt3kG59b5Xc+Xps="
-# In a folder of their own: "operator" and "adapter" are too plain for the shared bin folder.
-LINK_DIR="$bin/keda" build keda "$keda_version" "-s -w -X=github.com/kedacore/keda/v2/version.Version=${keda_version#v}" \
-  github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter
 if wanted keda; then
   keda_module=github.com/kedacore/keda/v2@$keda_version
   got_sum=$(module_info "$here/keda" "$keda_module" Sum)
@@ -215,6 +215,23 @@ if wanted keda; then
   mkdir -p "$bin/keda-crds"
   cp "$keda_dir"/config/crd/bases/*.yaml "$bin/keda-crds/"
   chmod -R u+w "$bin/keda-crds"
+  # The trimmed source beside a copy of the wrapper's go.mod that builds from it, keyed by what
+  # makes it, so the stamp of the build below (which names this go.mod) covers the trimming.
+  keda_source="$cache/go/keda-source-$keda_version-$(cat "$here/keda/trim.sh" "$here/keda/triggers" |
+    sha256sum | cut -c1-12)"
+  if [ ! -f "$keda_source/.complete" ]; then
+    mkdir -p "$cache/go"
+    find "$cache/go" -maxdepth 1 -name "keda-source-*" -exec rm -rf {} +
+    mkdir -p "$keda_source"
+    "$here/keda/trim.sh" "$keda_dir" "$keda_source/src"
+    cp "$here/keda/go.mod" "$here/keda/go.sum" "$keda_source/"
+    (cd "$here/keda" && go mod edit -replace "github.com/kedacore/keda/v2=$keda_source/src" "$keda_source/go.mod")
+    touch "$keda_source/.complete"
+  fi
+  # In a folder of their own: "operator" and "adapter" are too plain for the shared bin folder.
+  MODFILE="$keda_source/go.mod" LINK_DIR="$bin/keda" build keda "$keda_version" \
+    "-s -w -X=github.com/kedacore/keda/v2/version.Version=${keda_version#v}" \
+    github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter
 fi
 # Karpenter's go.mod asks for Go >= 1.26.9: this one build uses go1.27.3, which the Go proxy serves.
 karpenter_toolchain=go1.27.3

@@ -242,6 +242,28 @@ mod tests {
         assert!(query.ends_with("or vector(0)"), "an empty pool reads 0: {query}");
     }
 
+    /// The tests' KEDA is built with the scalers `tests/cluster/keda/triggers` names alone: each
+    /// trigger type the operator writes must be one of them, or KEDA would answer "no scaler
+    /// found" in the tests only.
+    #[test]
+    fn the_tests_keda_build_keeps_every_scaler_the_operator_uses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cluster/keda/triggers");
+        let kept = std::fs::read_to_string(path).unwrap();
+        let kept: Vec<&str> =
+            kept.lines().filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
+        let spec = spec_from_yaml(
+            "autoscaling:\n  maxReplicas: 6\n  prometheusAddress: http://p:9090\n  \
+             backlog:\n    natsMonitoringEndpoint: nats:8222",
+        );
+        let autoscaling = spec.autoscaling.unwrap();
+        let backlog = autoscaling.backlog.clone().unwrap();
+        let object = scaled_object(&meta(), &autoscaling, &backlog, "jobs", 2);
+        assert_eq!(object.spec.triggers.len(), 2, "both triggers written");
+        for trigger in &object.spec.triggers {
+            assert!(kept.contains(&trigger.type_.as_str()), "{} not in {path}", trigger.type_);
+        }
+    }
+
     /// The shipped KEDA example (deploy/autoscaling) and the operator's trigger are two copies
     /// of one query: the same busy slots over the same slots, averaged over the same window.
     #[test]
