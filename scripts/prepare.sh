@@ -4,8 +4,16 @@
 # every binary of the workspace, into $CARGO_TARGET_DIR (else target/). One build for both, so
 # after either the other compiles nothing. Prints setup.sh's env lines on stdout, for eval:
 #   setup_env=$(scripts/prepare.sh); eval "$setup_env"
+# With --early, the set-up is scripts/setup.sh --cluster-early (scripts/test.sh builds the rest
+# beside the first tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cluster=--cluster
+case ${1:-} in
+  --early) cluster=--cluster-early ;;
+  "") ;;
+  *) echo "prepare.sh: unknown argument $1 (--early or none)" >&2; exit 2 ;;
+esac
 # The toolchain packages the workspace's build needs (cmake, nasm) first; then the cluster
 # set-up, which is mostly Go builds, beside the workspace's build: on a cold machine each leaves
 # a core idle for long stretches (one large crate or one link at a time), so together they take
@@ -15,7 +23,7 @@ base_env=$(scripts/setup.sh)
 setup_out=$(mktemp)
 trap 'rm -f "$setup_out"; [ -z "${setup_pid:-}" ] || kill -- "-$setup_pid" 2>/dev/null || true' EXIT
 # A session of its own, so the whole set-up stops with this script (a failed build, a ^C).
-setsid scripts/setup.sh --cluster >"$setup_out" &
+setsid scripts/setup.sh "$cluster" >"$setup_out" &
 setup_pid=$!
 eval "$base_env"
 cargo build --workspace --bins >&2
@@ -23,6 +31,6 @@ echo "prepare: the workspace's build done at $((SECONDS - start))s" >&2
 setup_status=0
 wait "$setup_pid" || setup_status=$?
 setup_pid=
-[ "$setup_status" -eq 0 ] || { echo "prepare: scripts/setup.sh --cluster failed ($setup_status)" >&2; exit "$setup_status"; }
+[ "$setup_status" -eq 0 ] || { echo "prepare: scripts/setup.sh $cluster failed ($setup_status)" >&2; exit "$setup_status"; }
 echo "prepare: the set-up done at $((SECONDS - start))s" >&2
 cat "$setup_out"

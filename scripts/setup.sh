@@ -8,6 +8,10 @@
 #                                             (the test documents), what --images gives and
 #                                             RENDERPOOL_PREVIOUS_RELEASE (the previous chart
 #                                             release and its images, for the upgrade test)
+#   eval "$(scripts/setup.sh --cluster-early)"  ->  as --cluster without the autoscaling pipeline's
+#                                             tools (tests/cluster/build.sh --late) and the
+#                                             previous release: scripts/test.sh builds those
+#                                             beside the tests that need neither
 #   eval "$(scripts/setup.sh --office)"   ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with
 #                                             Gotenberg only (scripts/run.sh --office; needs go)
 #   eval "$(scripts/setup.sh --jobs)"     ->  PDFIUM_LIB_PATH and RENDERPOOL_CLUSTER_BIN with the
@@ -19,11 +23,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cluster=false
+early=false
 office=false
 jobs=false
 images=false
 case ${1:-} in
   --cluster) cluster=true images=true ;;
+  --cluster-early) cluster=true images=true early=true ;;
   --office) office=true ;;
   --jobs) jobs=true ;;
   --images) images=true ;;
@@ -72,6 +78,7 @@ if $cluster || $office || $jobs; then
   tools=()
   $office && tools=(gotenberg)
   $jobs && tools=(nats-server)
+  $early && tools=(--early)
   # LibreOffice is for Gotenberg: a run with jobs alone needs none.
   $jobs || "$root/scripts/install-office.sh"
   cluster_bin=$("$root/tests/cluster/build.sh" "${tools[@]}" | tail -n 1)
@@ -85,7 +92,7 @@ if $images; then
   images_dir=$("$root/images/build.sh" | tail -n 1)
   echo "export RENDERPOOL_IMAGES='$images_dir'"
 fi
-if $cluster; then
+if $cluster && ! $early; then
   # The upgrade test's starting point: the previous release's chart and images.
   previous=$("$root/scripts/previous-release.sh" | tail -n 1)
   echo "export RENDERPOOL_PREVIOUS_RELEASE='$previous'"

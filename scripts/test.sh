@@ -2,23 +2,95 @@
 # The whole test suite: sets up what it needs and builds every binary the end-to-end tests
 # start (scripts/prepare.sh), then runs every test in the workspace and prints one closing
 # tally: passed, failed and skipped, with each skip's capability and reason (see
-# renderpool-testkit's skip()). Extra args go to cargo test; with -p, only those crates run.
+# renderpool-testkit's skip()). Extra args go to cargo test; with any, everything is set up
+# first and one cargo test runs them (with -p, only those crates).
+#
+# With no args, the set-up comes in two parts. The autoscaling pipeline's Go tools
+# (tests/cluster/build.sh --late) and the previous release are a third of a cold set-up and only
+# the tests in `late` below need them: they build at the lowest CPU priority from the start,
+# beside the rest of the set-up and then beside every other test, which see a bin folder without
+# them (build.sh --early). On a warm machine both parts only check their caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-setup_env=$(scripts/prepare.sh)
-eval "$setup_env"
-tests_start=$SECONDS
+# The test targets of renderpool-tests that need a late tool or the previous release, and the
+# tests of real_node_jobs that do (KEDA): they run once those are built.
+late=(autoscaling e2e karpenter product)
+late_jobs_filter=scale_from_zero
+
 log=$(mktemp)
 skips=$(mktemp)
-trap 'rm -f "$log" "$skips"' EXIT
+late_dir=$(mktemp -d)
+late_pids=()
+stop_late() {
+  for pid in "${late_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap 'stop_late; rm -rf "$log" "$skips" "$late_dir"' EXIT
 export RENDERPOOL_SKIP_LOG=$skips
-scope=(--workspace)
-for arg in "$@"; do
-  case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
-done
 status=0
-# Every test binary runs even after one fails, so one run shows every failure.
-cargo test --no-fail-fast "${scope[@]}" "$@" 2>&1 | tee "$log" || status=$?
+run_tests() { # run_tests <cargo test args>...: one cargo test, its output added to the log
+  cargo test --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
+}
+# shellcheck source=scripts/lib/idle.sh
+. scripts/lib/idle.sh
+# start_late <name> <command>...: at the lowest priority, stopped with this script.
+start_late() {
+  local name=$1
+  shift
+  (idle_session "$@") >"$late_dir/$name.out" 2>"$late_dir/$name.log" &
+  late_pids+=("$!")
+}
+# wait_late <index> <name>: waits for it (in this shell: a subshell has no children to wait
+# for); when it failed, prints its log's end and fails.
+wait_late() {
+  wait "${late_pids[$1]}" && return 0
+  echo "test.sh: the late set-up's $2 failed; its log ends:" >&2
+  tail -n 40 "$late_dir/$2.log" >&2
+  return 1
+}
+
+if [ $# -gt 0 ]; then
+  setup_env=$(scripts/prepare.sh)
+  eval "$setup_env"
+  tests_start=$SECONDS
+  scope=(--workspace)
+  for arg in "$@"; do
+    case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
+  done
+  run_tests "${scope[@]}" "$@"
+else
+  start_late tools tests/cluster/build.sh --late
+  setup_env=$(scripts/prepare.sh --early)
+  eval "$setup_env"
+  start_late release scripts/previous-release.sh
+  tests_start=$SECONDS
+  early=()
+  for target in tests/tests/*.rs tests/tests/*/main.rs; do
+    name=${target#tests/tests/}
+    name=${name%/main.rs}
+    name=${name%.rs}
+    [[ " ${late[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] || early+=(--test "$name")
+  done
+  # Every test binary runs even after one fails, so one run shows every failure.
+  run_tests --workspace --exclude renderpool-tests
+  run_tests -p renderpool-tests --lib --bins "${early[@]}"
+  run_tests -p renderpool-tests --doc
+  run_tests -p renderpool-tests --test real_node_jobs -- --skip "$late_jobs_filter"
+  waited=$SECONDS
+  late_ready=true
+  wait_late 0 tools || late_ready=false
+  wait_late 1 release || late_ready=false
+  echo "test.sh: the early tests done at $((waited - tests_start))s, then $((SECONDS - waited))s waiting for the late set-up"
+  if $late_ready; then
+    # Every tool now, warm: the bin folder with the late ones beside the rest.
+    RENDERPOOL_CLUSTER_BIN=$(tests/cluster/build.sh | tail -n 1)
+    RENDERPOOL_PREVIOUS_RELEASE=$(tail -n 1 "$late_dir/release.out")
+    export RENDERPOOL_CLUSTER_BIN RENDERPOOL_PREVIOUS_RELEASE
+    run_tests -p renderpool-tests "${late[@]/#/--test=}"
+    run_tests -p renderpool-tests --test real_node_jobs "$late_jobs_filter"
+  else
+    status=1
+  fi
+fi
 # cargo ends on the last crate's doc-test line; the tally covers every test binary. A skipped
 # test passed as far as cargo knows: it is counted as skipped instead.
 awk -F '\t' -v skips="$skips" '

@@ -8,10 +8,20 @@
 # Azure Blob emulator Azurite from its npm lockfile. Binaries are cached outside the checkout,
 # keyed by tool version and go.sum (or lockfile) hash, so a warm run only checks stamps.
 # Prints the bin directory on the last line of stdout. With wrapper names as arguments (e.g.
-# `build.sh gotenberg` for scripts/run.sh --office), only those are built.
+# `build.sh gotenberg` for scripts/run.sh --office), only those are built; `--late` builds the
+# autoscaling pipeline's tools alone and `--early` every other (scripts/test.sh builds the late
+# ones while the tests that need none of them run).
 set -euo pipefail
-only=("$@")
-wanted() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
+late=(prometheus prometheus-adapter keda karpenter)
+only=() except=()
+case ${1:-} in
+  --late) only=("${late[@]}") ;;
+  --early) except=("${late[@]}") ;;
+  *) only=("$@") ;;
+esac
+wanted() {
+  [[ " ${except[*]} " != *" $1 "* ]] && { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
+}
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -47,6 +57,12 @@ stamp() {
 }
 
 bin="$cache/bin"
+# --early links into a folder of its own, emptied first: while the late tools build, a test that
+# needs one finds it missing, on a warm machine as on a cold one.
+if [ ${#except[@]} -gt 0 ]; then
+  bin="$cache/bin-early"
+  rm -rf "$bin"
+fi
 mkdir -p "$bin"
 
 # [TOOLCHAIN=...] module_info <folder> <module[@version]> <field>: one field (Dir, Sum) of what
