@@ -7,15 +7,18 @@
 #
 # With no args, the set-up comes in two parts. The autoscaling pipeline's Go tools
 # (tests/cluster/build.sh --late) and the previous release are a third of a cold set-up and only
-# the tests in `late` below need them: they build at the lowest CPU priority from the start,
-# beside the rest of the set-up and then beside every other test, which see a bin folder without
-# them (build.sh --early). On a warm machine both parts only check their caches.
+# the tests in `late` and `after_release` below need them: they build at the lowest CPU priority
+# from the start, beside the rest of the set-up and then beside every other test, which see a bin
+# folder without them (build.sh --early). The tests that need the tools alone start once the
+# tools are built, without waiting for the previous release (on a cold machine it finishes last).
+# On a warm machine both parts only check their caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The test targets of renderpool-tests that need a late tool or the previous release, and the
-# tests of real_node_jobs that do (KEDA): they run once those are built.
-late=(autoscaling e2e karpenter product)
+# The test targets of renderpool-tests that need a late tool, and the tests of real_node_jobs
+# that do (KEDA): they run once the tools are built. Then those that need the previous release.
+late=(autoscaling e2e karpenter)
 late_jobs_filter=scale_from_zero
+after_release=(product)
 
 log=$(mktemp)
 skips=$(mktemp)
@@ -68,7 +71,8 @@ else
     name=${target#tests/tests/}
     name=${name%/main.rs}
     name=${name%.rs}
-    [[ " ${late[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] || early+=(--test "$name")
+    [[ " ${late[*]} ${after_release[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] ||
+      early+=(--test "$name")
   done
   # Every test binary runs even after one fails, so one run shows every failure.
   run_tests --workspace --exclude renderpool-tests
@@ -76,17 +80,24 @@ else
   run_tests -p renderpool-tests --doc
   run_tests -p renderpool-tests --test real_node_jobs -- --skip "$late_jobs_filter"
   waited=$SECONDS
-  late_ready=true
-  wait_late 0 tools || late_ready=false
-  wait_late 1 release || late_ready=false
-  echo "test.sh: the early tests done at $((waited - tests_start))s, then $((SECONDS - waited))s waiting for the late set-up"
-  if $late_ready; then
+  tools_ready=true
+  wait_late 0 tools || tools_ready=false
+  echo "test.sh: the early tests done at $((waited - tests_start))s, then $((SECONDS - waited))s waiting for the late tools"
+  if $tools_ready; then
     # Every tool now, warm: the bin folder with the late ones beside the rest.
     RENDERPOOL_CLUSTER_BIN=$(tests/cluster/build.sh | tail -n 1)
-    RENDERPOOL_PREVIOUS_RELEASE=$(tail -n 1 "$late_dir/release.out")
-    export RENDERPOOL_CLUSTER_BIN RENDERPOOL_PREVIOUS_RELEASE
+    export RENDERPOOL_CLUSTER_BIN
     run_tests -p renderpool-tests "${late[@]/#/--test=}"
     run_tests -p renderpool-tests --test real_node_jobs "$late_jobs_filter"
+  else
+    status=1
+  fi
+  waited=$SECONDS
+  if wait_late 1 release; then
+    echo "test.sh: $((SECONDS - waited))s waiting for the previous release"
+    RENDERPOOL_PREVIOUS_RELEASE=$(tail -n 1 "$late_dir/release.out")
+    export RENDERPOOL_PREVIOUS_RELEASE
+    run_tests -p renderpool-tests "${after_release[@]/#/--test=}"
   else
     status=1
   fi
