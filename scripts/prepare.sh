@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the test command and the local cluster stand on: the set-up (scripts/setup.sh --cluster:
 # LibreOffice, the Go-built cluster tools, the test documents, the images) and a debug build of
-# every binary of the workspace, into $CARGO_TARGET_DIR (else target/). One build for both, so
-# after either the other compiles nothing. Prints setup.sh's env lines on stdout, for eval:
+# every binary and bench of the workspace, into $CARGO_TARGET_DIR (else target/). One build for
+# both, so after either the other compiles nothing. Prints setup.sh's env lines on stdout, for eval:
 #   setup_env=$(scripts/prepare.sh); eval "$setup_env"
 # With --early, the set-up is scripts/setup.sh --cluster-early (scripts/test.sh builds the rest
 # beside the first tests).
@@ -26,7 +26,9 @@ trap 'rm -f "$setup_out"; [ -z "${setup_pid:-}" ] || kill -- "-$setup_pid" 2>/de
 setsid scripts/setup.sh "$cluster" >"$setup_out" &
 setup_pid=$!
 eval "$base_env"
-cargo build --workspace --bins >&2
+# The benches too: no test runs them, and this build is where a bench that no longer compiles,
+# or (under .ci/run's clippy driver) one that a lint refuses, fails.
+cargo build --workspace --bins --benches >&2
 echo "prepare: the workspace's build done at $((SECONDS - start))s" >&2
 setup_status=0
 wait "$setup_pid" || setup_status=$?
