@@ -411,8 +411,11 @@ fn blocked(
                 join_and(&names),
                 why.trim_end_matches('.')
             );
-            // Old pods still run beside the new ones: a surge pod is what waits.
-            let surging = rollout.current > rollout.updated && strategy.max_surge > 0;
+            // Old pods still run beside the new ones: a surge pod is what waits. Until the
+            // Deployment controller has seen the new template, its updated count is the old
+            // one's (the summary shows 0 on the current spec for the same reason).
+            let updated = if rollout.observed { rollout.updated } else { 0 };
+            let surging = rollout.current > updated && strategy.max_surge > 0;
             message.push_str(&if surging {
                 format!(
                     ". The rollout starts each new pod before it stops an old one \

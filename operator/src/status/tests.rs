@@ -526,6 +526,13 @@ fn a_surge_pod_with_no_room_says_so_at_once_with_the_strategy_that_fits() {
     assert!(ready.message.starts_with(last.message.trim_end_matches("...")));
     assert!(last.message.chars().count() <= LAST_ERROR_CHARS + 3);
 
+    // Read before the Deployment controller saw the new template (its counts still the old
+    // template's: 2 pods, 2 updated): the same advice, not the one for a pod that fits nowhere.
+    let unseen = rolling(2, 2, 1);
+    let s = observe_running(ONE_SLOT, &unseen, &[], &pending);
+    let message = &cond(&s, READY).message;
+    assert!(message.contains("(0 on the current spec)"), "{message}");
+    assert!(message.contains("set spec.rollout maxSurge 0 and maxUnavailable 1"), "{message}");
     // Replacing in place, a pod that finds no node is not a surge pod: other advice.
     let in_place = format!("{ONE_SLOT}\nrollout:\n  maxSurge: 0\n  maxUnavailable: 1");
     let s = observe_running(&in_place, &render, &[], &pending);
