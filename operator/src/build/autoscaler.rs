@@ -195,6 +195,17 @@ mod tests {
         Meta { pool: "batch".into(), namespace: "imports".into(), owner }
     }
 
+    /// A job pool's ScaledObject with Prometheus named: the backlog and the ratio trigger.
+    fn with_both_triggers() -> ScaledObject {
+        let spec = spec_from_yaml(
+            "autoscaling:\n  maxReplicas: 6\n  prometheusAddress: http://p:9090\n  \
+             backlog:\n    natsMonitoringEndpoint: nats:8222",
+        );
+        let autoscaling = spec.autoscaling.unwrap();
+        let backlog = autoscaling.backlog.clone().unwrap();
+        scaled_object(&meta(), &autoscaling, &backlog, "jobs", 2)
+    }
+
     #[test]
     fn a_job_pool_scales_on_its_consumers_backlog_per_slot_and_may_sleep() {
         let spec = spec_from_yaml(
@@ -251,13 +262,7 @@ mod tests {
         let kept = std::fs::read_to_string(path).unwrap();
         let kept: Vec<&str> =
             kept.lines().filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
-        let spec = spec_from_yaml(
-            "autoscaling:\n  maxReplicas: 6\n  prometheusAddress: http://p:9090\n  \
-             backlog:\n    natsMonitoringEndpoint: nats:8222",
-        );
-        let autoscaling = spec.autoscaling.unwrap();
-        let backlog = autoscaling.backlog.clone().unwrap();
-        let object = scaled_object(&meta(), &autoscaling, &backlog, "jobs", 2);
+        let object = with_both_triggers();
         assert_eq!(object.spec.triggers.len(), 2, "both triggers written");
         for trigger in &object.spec.triggers {
             assert!(kept.contains(&trigger.type_.as_str()), "{} not in {path}", trigger.type_);
@@ -277,13 +282,7 @@ mod tests {
             .replace(r#"namespace="default""#, r#"namespace="imports""#)
             .replace(r#"renderpool="previews""#, r#"renderpool="batch""#);
         let (busy, slots) = shipped.split_once(" / ").unwrap();
-        let spec = spec_from_yaml(
-            "autoscaling:\n  maxReplicas: 6\n  prometheusAddress: http://p:9090\n  \
-             backlog:\n    natsMonitoringEndpoint: nats:8222",
-        );
-        let autoscaling = spec.autoscaling.unwrap();
-        let backlog = autoscaling.backlog.clone().unwrap();
-        let object = scaled_object(&meta(), &autoscaling, &backlog, "jobs", 2);
+        let object = with_both_triggers();
         let query = &object.spec.triggers[1].metadata["query"];
         assert!(query.contains(busy.trim()), "{busy} not in {query}");
         assert!(query.contains(slots.trim()), "{slots} not in {query}");
