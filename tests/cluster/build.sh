@@ -84,6 +84,9 @@ module_dir() {
 # leaves a core idle while it fetches modules and links, and two fill each other's gaps. A job's
 # lines are prefixed with its tool; a failed job fails the script once all have ended.
 go_jobs=${RENDERPOOL_GO_JOBS:-2}
+# No DWARF from the compiler: every link already drops it (-w in each tool's ldflags), so it was
+# generated for nothing; about 14 % of a cold build's CPU (etcd: 77 s against 90 s).
+gcflags=all=-dwarf=false
 failed=$(mktemp -d)
 trap 'rm -rf "$failed"' EXIT
 
@@ -93,7 +96,7 @@ build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] [MODFILE=...] build 
   local toolchain=${TOOLCHAIN:-local} dest
   # Tags, a toolchain and a go.mod of their own join the stamp only when set, so other tools keep
   # the stamps they had.
-  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" ${tags:+"tags=$tags"} \
+  dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" "gcflags=$gcflags" ${tags:+"tags=$tags"} \
     ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} ${modfile:+"modfile=$modfile"} "$@")"
   if [ -f "$dest/.complete" ]; then
     link_build "$dest" "$link_dir"
@@ -114,7 +117,7 @@ go_build() { # go_build <wrapper> <version> <ldflags> <tags> <toolchain> <modfil
   [ $# -eq 1 ] && out="$dest/$wrapper"
   # Each step checked: a job runs where a failure does not stop the shell.
   (cd "$here/$wrapper" && GOTOOLCHAIN=$toolchain go build -trimpath ${modfile:+-modfile "$modfile"} -tags "$tags" \
-    -ldflags "$ldflags" -o "$out" "$@") ||
+    -gcflags "$gcflags" -ldflags "$ldflags" -o "$out" "$@") ||
     return 1
   touch "$dest/.complete" || return 1
   # Drop this tool's older builds so the cache holds one per tool ("$wrapper-v*": a bare
