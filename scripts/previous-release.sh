@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The previous chart release, for the upgrade test: its chart, its real-node example and its
 # images, built from the commit versions.env pins (PREVIOUS_RELEASE_COMMIT, tagged
-# PREVIOUS_RELEASE_TAG) with that commit's own images/build.sh, so they are what that release
-# shipped. Cached by commit outside the checkout: only the first run builds.
+# PREVIOUS_RELEASE_TAG) with that commit's own images/build.sh, so they hold what that release
+# shipped: its code, chart and image layout. Its binaries are compiled with a quicker profile than
+# the release's (opt-level 1, no LTO; `quick_profile` below): the upgrade test needs the
+# release's behaviour, not its speed, and on a cold machine the release profile took 800 s of CPU
+# while the tests waited for the Go tools beside it. Cached by commit and profile outside the
+# checkout: only the first run builds.
 #   scripts/previous-release.sh   # prints the folder on the last line of stdout:
 #     chart/                      the chart as released
 #     renderpool-real-node.yaml   the release's real-node example
@@ -16,7 +20,11 @@ cache=${RENDERPOOL_CACHE:-$HOME/.cache/renderpool}
 # shellcheck source=versions.env
 . "$root/versions.env"
 commit=$PREVIOUS_RELEASE_COMMIT tag=$PREVIOUS_RELEASE_TAG
-out="$cache/releases/$commit"
+# The release's [profile.release] begins with the first block; the quick profile replaces it
+# with the second.
+release_profile=$'[profile.release]\nlto = "thin"\n'
+quick_profile=$'[profile.release]\nlto = false\nopt-level = 1\n'
+out="$cache/releases/$commit-opt1"
 [ -f "$out/.complete" ] && { echo "$out"; exit 0; }
 
 git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null || {
@@ -73,6 +81,14 @@ grep -qxF "$narrowed" "$work/src/images/build.sh" || {
   echo "previous-release: $tag's images/build.sh lists other images; update this script" >&2
   exit 1
 }
+toml=$(cat "$work/src/Cargo.toml"; echo .)
+toml=${toml%.}
+after=${toml#*"$release_profile"}
+[ "$after" != "$toml" ] && [[ $after != *"$release_profile"* ]] || {
+  echo "previous-release: $tag's Cargo.toml has no one [profile.release] as this script knows it; update it" >&2
+  exit 1
+}
+printf '%s' "${toml/"$release_profile"/"$quick_profile"}" >"$work/src/Cargo.toml"
 echo "previous-release: building $tag ($commit) images" >&2
 RENDERPOOL_CACHE=$private "$work/src/images/build.sh" --out "$work/images" >&2
 mkdir "$work/node-images"
