@@ -7,25 +7,29 @@
 #
 # With no args, the set-up comes in two parts. The autoscaling pipeline's Go tools
 # (tests/cluster/build.sh --late) and the previous release are a third of a cold set-up and only
-# the tests in `late` and `after_release` below need them: they build at the lowest CPU priority
-# from the start, beside the rest of the set-up and then beside every other test, which see a bin
-# folder without them (build.sh --early). The tests that need the tools alone start once the
+# the tests in `late`, `beside` and `after_release` below need them: they build at the lowest CPU
+# priority from the start, beside the rest of the set-up and then beside every other test, which
+# see a bin folder without them (build.sh --early). The tests that need the tools alone start once the
 # tools are built, without waiting for the previous release (on a cold machine it finishes last).
 # On a warm machine both parts only check their caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The test targets of renderpool-tests that need a late tool, and the tests of real_node_jobs
 # that do (KEDA): they run once the tools are built. Then those that need the previous release.
-late=(autoscaling e2e karpenter)
+late=(autoscaling e2e)
 late_jobs_filter=scale_from_zero
 after_release=(product)
+# Late test targets with a cluster of their own and no real node (Karpenter's kwok nodes): they
+# run beside the other late tests, which mostly wait on controller periods, instead of after them.
+# Before the late tools are built the CPUs are busy, so nothing else runs beside the tests.
+beside=(karpenter)
 
 log=$(mktemp)
 skips=$(mktemp)
 late_dir=$(mktemp -d)
 late_pids=()
 stop_late() {
-  for pid in "${late_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in "${late_pids[@]}" "${beside_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
 trap 'stop_late; rm -rf "$log" "$skips" "$late_dir"' EXIT
 export RENDERPOOL_SKIP_LOG=$skips
@@ -41,6 +45,31 @@ start_late() {
   shift
   (idle_session "$@") >"$late_dir/$name.out" 2>"$late_dir/$name.log" &
   late_pids+=("$!")
+}
+# start_beside <test target>: the target's test binary, built first, run in a session of its own
+# (cargo test holds the target dir's lock while its tests run, so a second cargo test would wait);
+# its output goes to the log when end_beside reads it.
+beside_pids=()
+beside_started=()
+start_beside() {
+  local exe
+  # The test target's artifact (the package's binaries, which the tests start, are built too).
+  exe=$(cargo test -p renderpool-tests --test "$1" --no-run --message-format=json |
+    grep -F '"kind":["test"]' | grep -F "\"name\":\"$1\"" |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+  [ -x "$exe" ] || { echo "test.sh: no test binary for $1" >&2; return 1; }
+  # Where cargo test runs it: the package's folder.
+  (cd tests && exec setsid "$exe") >"$late_dir/beside-$1.log" 2>&1 &
+  beside_pids+=("$!")
+  beside_started+=("$1")
+}
+# end_beside <index> <test target>: waits for it, then adds its output to the log.
+end_beside() {
+  local result=0
+  wait "${beside_pids[$1]}" || result=$?
+  echo "test.sh: $2, run beside the late tests:"
+  tee -a "$log" <"$late_dir/beside-$2.log"
+  return "$result"
 }
 # wait_late <index> <name>: waits for it (in this shell: a subshell has no children to wait
 # for); when it failed, prints its log's end and fails.
@@ -71,7 +100,7 @@ else
     name=${target#tests/tests/}
     name=${name%/main.rs}
     name=${name%.rs}
-    [[ " ${late[*]} ${after_release[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] ||
+    [[ " ${late[*]} ${beside[*]} ${after_release[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] ||
       early+=(--test "$name")
   done
   # Every test binary runs even after one fails, so one run shows every failure.
@@ -87,8 +116,10 @@ else
     # Every tool now, warm: the bin folder with the late ones beside the rest.
     RENDERPOOL_CLUSTER_BIN=$(tests/cluster/build.sh | tail -n 1)
     export RENDERPOOL_CLUSTER_BIN
+    for target in "${beside[@]}"; do start_beside "$target" || status=1; done
     run_tests -p renderpool-tests "${late[@]/#/--test=}"
     run_tests -p renderpool-tests --test real_node_jobs "$late_jobs_filter"
+    for i in "${!beside_pids[@]}"; do end_beside "$i" "${beside_started[$i]}" || status=1; done
   else
     status=1
   fi
