@@ -7,29 +7,30 @@
 #
 # With no args, the set-up comes in two parts. The autoscaling pipeline's Go tools
 # (tests/cluster/build.sh --late) and the previous release are a third of a cold set-up and only
-# the tests in `late`, `beside` and `after_release` below need them: they build at the lowest CPU
-# priority from the start, beside the rest of the set-up and then beside every other test, which
-# see a bin folder without them (build.sh --early). The tests that need the tools alone start once the
-# tools are built, without waiting for the previous release (on a cold machine it finishes last).
-# On a warm machine both parts only check their caches.
+# the tests in `late`, `beside_late` and `after_release` below need them: they build at the lowest
+# CPU priority from the start, beside the rest of the set-up and then beside every other test,
+# which see a bin folder without them (build.sh --early). The tests that need the tools alone
+# start once the tools are built, without waiting for the previous release (on a cold machine it
+# finishes last). On a warm machine both parts only check their caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The test targets of renderpool-tests that need a late tool, and the tests of real_node_jobs
 # that do (KEDA): they run once the tools are built. Then those that need the previous release.
-late=(autoscaling e2e)
+late=(autoscaling)
 late_jobs_filter=scale_from_zero
 after_release=(product)
-# Late test targets with a cluster of their own and no real node (Karpenter's kwok nodes): they
-# run beside the other late tests, which mostly wait on controller periods, instead of after them.
-# Before the late tools are built the CPUs are busy, so nothing else runs beside the tests.
-beside=(karpenter)
+# Test targets with no real node (a cluster of their own, or none) that run beside the real-node
+# tests, which mostly wait (on the broker's ack wait, on controller periods): the images' tests
+# beside real_node_jobs' pod-loss tests, and the late ones with kwok nodes beside the late tests.
+beside_early=(images)
+beside_late=(karpenter e2e)
 
 log=$(mktemp)
 skips=$(mktemp)
 late_dir=$(mktemp -d)
 late_pids=()
 stop_late() {
-  for pid in "${late_pids[@]}" "${beside_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in "${late_pids[@]}" "${beside_pid[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
 }
 trap 'stop_late; rm -rf "$log" "$skips" "$late_dir"' EXIT
 export RENDERPOOL_SKIP_LOG=$skips
@@ -46,29 +47,33 @@ start_late() {
   (idle_session "$@") >"$late_dir/$name.out" 2>"$late_dir/$name.log" &
   late_pids+=("$!")
 }
-# start_beside <test target>: the target's test binary, built first, run in a session of its own
-# (cargo test holds the target dir's lock while its tests run, so a second cargo test would wait);
-# its output goes to the log when end_beside reads it.
-beside_pids=()
-beside_started=()
+# start_beside <group> <test target>...: the targets' test binaries, built first, run one after
+# another in a session of its own (cargo test holds the target dir's lock while its tests run, so
+# a second cargo test would wait); end_beside <group> waits for them and adds their output to the
+# log.
+declare -A beside_pid=()
 start_beside() {
-  local exe
-  # The test target's artifact (the package's binaries, which the tests start, are built too).
-  exe=$(cargo test -p renderpool-tests --test "$1" --no-run --message-format=json |
-    grep -F '"kind":["test"]' | grep -F "\"name\":\"$1\"" |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
-  [ -x "$exe" ] || { echo "test.sh: no test binary for $1" >&2; return 1; }
-  # Where cargo test runs it: the package's folder.
-  (cd tests && exec setsid "$exe") >"$late_dir/beside-$1.log" 2>&1 &
-  beside_pids+=("$!")
-  beside_started+=("$1")
+  local group=$1 target exe exes=()
+  shift
+  for target; do
+    # The test target's artifact (the package's binaries, which the tests start, are built too).
+    exe=$(cargo test -p renderpool-tests --test "$target" --no-run --message-format=json |
+      grep -F '"kind":["test"]' | grep -F "\"name\":\"$target\"" |
+      sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+    [ -x "$exe" ] || { echo "test.sh: no test binary for $target" >&2; return 1; }
+    exes+=("$exe")
+  done
+  # Where cargo test runs them: the package's folder.
+  (cd tests && exec setsid bash -c \
+    'failed=0; for exe; do "$exe" || failed=1; done; exit "$failed"' beside "${exes[@]}") >"$late_dir/beside-$group.log" 2>&1 &
+  beside_pid[$group]=$!
 }
-# end_beside <index> <test target>: waits for it, then adds its output to the log.
 end_beside() {
   local result=0
-  wait "${beside_pids[$1]}" || result=$?
-  echo "test.sh: $2, run beside the late tests:"
-  tee -a "$log" <"$late_dir/beside-$2.log"
+  [ -n "${beside_pid[$1]:-}" ] || return 1
+  wait "${beside_pid[$1]}" || result=$?
+  echo "test.sh: the tests run beside ($1):"
+  tee -a "$log" <"$late_dir/beside-$1.log"
   return "$result"
 }
 # wait_late <index> <name>: waits for it (in this shell: a subshell has no children to wait
@@ -100,26 +105,30 @@ else
     name=${target#tests/tests/}
     name=${name%/main.rs}
     name=${name%.rs}
-    [[ " ${late[*]} ${beside[*]} ${after_release[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] ||
+    [[ " ${late[*]} ${beside_early[*]} ${beside_late[*]} ${after_release[*]} " == *" $name "* ]] || [ "$name" = real_node_jobs ] ||
       early+=(--test "$name")
   done
   # Every test binary runs even after one fails, so one run shows every failure.
   run_tests --workspace --exclude renderpool-tests
   run_tests -p renderpool-tests --lib --bins "${early[@]}"
   run_tests -p renderpool-tests --doc
+  start_beside early "${beside_early[@]}" || status=1
   run_tests -p renderpool-tests --test real_node_jobs -- --skip "$late_jobs_filter"
+  end_beside early || status=1
   waited=$SECONDS
   tools_ready=true
   wait_late 0 tools || tools_ready=false
   echo "test.sh: the early tests done at $((waited - tests_start))s, then $((SECONDS - waited))s waiting for the late tools"
+  # What each late tool's build took, when it built (a cold machine's figures, for the README).
+  sed -n 's/^\[[^]]*\] built /test.sh: late tool built: /p' "$late_dir/tools.log"
   if $tools_ready; then
     # Every tool now, warm: the bin folder with the late ones beside the rest.
     RENDERPOOL_CLUSTER_BIN=$(tests/cluster/build.sh | tail -n 1)
     export RENDERPOOL_CLUSTER_BIN
-    for target in "${beside[@]}"; do start_beside "$target" || status=1; done
+    start_beside late "${beside_late[@]}" || status=1
     run_tests -p renderpool-tests "${late[@]/#/--test=}"
     run_tests -p renderpool-tests --test real_node_jobs "$late_jobs_filter"
-    for i in "${!beside_pids[@]}"; do end_beside "$i" "${beside_started[$i]}" || status=1; done
+    end_beside late || status=1
   else
     status=1
   fi
