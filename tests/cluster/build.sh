@@ -95,9 +95,10 @@ build() { # [BUILD_TAGS=...] [LINK_DIR=...] [TOOLCHAIN=...] [MODFILE=...] build 
   wanted "$wrapper" || return 0
   local toolchain=${TOOLCHAIN:-local} dest
   # Tags, a toolchain and a go.mod of their own join the stamp only when set, so other tools keep
-  # the stamps they had.
+  # the stamps they had. A go.mod in the cache counts by its path inside it (a folder named for
+  # what makes it), so a cache moved elsewhere keeps its builds.
   dest="$cache/go/$(stamp "$wrapper" "$version" "$ldflags" "gcflags=$gcflags" ${tags:+"tags=$tags"} \
-    ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} ${modfile:+"modfile=$modfile"} "$@")"
+    ${TOOLCHAIN:+"toolchain=$TOOLCHAIN"} ${modfile:+"modfile=${modfile#"$cache/"}"} "$@")"
   if [ -f "$dest/.complete" ]; then
     link_build "$dest" "$link_dir"
     return 0
