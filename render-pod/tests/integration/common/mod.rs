@@ -160,7 +160,13 @@ impl Server {
             child,
             base: String::new(),
             logs,
-            client: reqwest::Client::builder().build().unwrap(),
+            // The server closes a keep-alive connection idle past its header read timeout (1 s
+            // the shortest a test gives it); a pooled connection reused as it closes answers
+            // with a reset, so none is kept idle that long.
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_millis(500))
+                .build()
+                .unwrap(),
         };
         let addr =
             rx.recv_timeout(Duration::from_secs(30)).expect("server never said where it listens");
