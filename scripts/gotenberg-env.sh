@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints, one KEY=VALUE a line, the environment a local Gotenberg (gotenberg-libreoffice) runs
 # with: its home, config and scratch folders inside STATE_DIR (killed LibreOffice processes leave
-# profile folders behind), the paths of the tools it checks at start, and telemetry export off.
+# profile folders behind), the folder for LibreOffice's pipes where /tmp is read-only
+# (scripts/read-only-tmp.sh), the paths of the tools it checks at start, and telemetry export off.
 # Used by scripts/run.sh --office and by the tests' Gotenberg harness, so both run it alike.
 #   scripts/gotenberg-env.sh STATE_DIR BIN_DIR     (BIN_DIR holds pdfcpu: tests/cluster/build.sh)
 set -euo pipefail
@@ -13,6 +14,7 @@ cat <<ENV
 HOME=$state/home
 XDG_CONFIG_HOME=$state/config
 TMPDIR=$state/tmp
+OSL_SOCKET_PATH=$state/tmp
 LIBREOFFICE_BIN_PATH=/usr/lib/libreoffice/program/soffice.bin
 UNOCONVERTER_BIN_PATH=$root/images/gotenberg/unoconverter
 PDFTK_BIN_PATH=/usr/bin/pdftk

@@ -16,7 +16,7 @@ mapfile -t gotenberg_env < <("$root/scripts/gotenberg-env.sh" "$state" "$bin")
 # Its own session: the terminal's Ctrl-C goes to the service, which drains; Gotenberg is stopped
 # after it, by the trap below.
 env "${gotenberg_env[@]}" API_BIND_IP=127.0.0.1 API_PORT="$port" \
-  setsid "$bin/gotenberg-libreoffice" --libreoffice-auto-start=true \
+  setsid "$root/scripts/read-only-tmp.sh" "$state" "$bin/gotenberg-libreoffice" --libreoffice-auto-start=true \
   --gotenberg-graceful-shutdown-duration=5s --api-disable-download-from --webhook-disable \
   >"$log" 2>&1 &
 gotenberg=$!

@@ -21,6 +21,8 @@ pub mod capability {
     /// A cgroup v1 `memory` controller at `/sys/fs/cgroup/memory` in which this process may
     /// create groups and set limits.
     pub const CGROUP_V1_MEMORY: &str = "cgroup-v1-memory";
+    /// The right to make a mount namespace and mount in it (`unshare --mount`: root).
+    pub const MOUNT_NAMESPACE: &str = "mount-namespace";
 }
 
 /// Records that the calling test cannot run its real part here for lack of `capability`, and

@@ -4,6 +4,7 @@
 //! free port through the environment (Gotenberg lets `API_BIND_IP`/`API_PORT` override flags),
 //! and stopped with its LibreOffice afterwards, also when a test panics.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -53,10 +54,14 @@ impl Gotenberg {
         let bin = bin_dir().unwrap_or_else(|err| panic!("Gotenberg binaries: {err}"));
         let port = free_port();
         let state = Served::folder("gotenberg", port);
-        let mut command = Command::new(bin.join("gotenberg-libreoffice"));
+        let environment = environment(&state, &bin);
+        // Its LibreOffice's pipes in its folder, not in /tmp.
+        let mut command = Command::new(repo_root().join("scripts/read-only-tmp.sh"));
         command
+            .arg(&state)
+            .arg(bin.join("gotenberg-libreoffice"))
             .args(flags)
-            .envs(environment(&state, &bin))
+            .envs(environment)
             .env("API_BIND_IP", "127.0.0.1")
             .env("API_PORT", port.to_string())
             // The queue gauge is sampled by Gotenberg itself; 100 ms lets tests follow it.
@@ -148,6 +153,27 @@ impl Gotenberg {
             .into_iter()
             .filter(|(_, cmdline)| cmdline.contains("soffice.bin"))
             .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    /// Whether it runs in a mount namespace of its own, the one `scripts/read-only-tmp.sh`
+    /// makes where it may.
+    pub fn has_mount_namespace(&self) -> bool {
+        let namespace = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+        let theirs = namespace(&self.server.pid().to_string());
+        theirs.is_some() && theirs != namespace("self")
+    }
+
+    /// LibreOffice's single-instance pipes (`OSL_PIPE_*`) in its folder's `tmp`, where
+    /// `OSL_SOCKET_PATH` puts them when /tmp is read-only.
+    pub fn libreoffice_pipes(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.server.folder_path().join("tmp")) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("OSL_PIPE_"))
+            .map(|e| e.path())
             .collect()
     }
 

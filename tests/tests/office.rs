@@ -9,7 +9,7 @@ use std::time::Duration;
 use renderpool_operator::build::gotenberg_args;
 use renderpool_operator::crd::RenderPoolSpec;
 use renderpool_operator::validate::validate;
-use renderpool_testkit::{packages, wait};
+use renderpool_testkit::{capability, packages, skip, wait};
 use renderpool_tests::corpus_dir;
 use renderpool_tests::gotenberg::{Access, Gotenberg, queue_size_at};
 use renderpool_tests::render_pod::{RenderPod, error_code};
@@ -116,6 +116,32 @@ async fn every_office_file_converts_and_pdfium_counts_its_pages() {
     assert_eq!(pod.post("/v1/convert?pdfa=1b", marker.clone()).await.status(), 200);
     let log = conversions_through(&gotenberg, &marker, OFFICE_FILES.len() + 1).await;
     assert_eq!(log.len(), OFFICE_FILES.len() + 1, "only the convertible files reached Gotenberg");
+}
+
+#[tokio::test]
+async fn libreoffice_leaves_its_pipes_in_its_instances_folder_not_in_the_machines_tmp() {
+    let _serial = SERIAL.lock().await;
+    let gotenberg = gotenberg(1).await;
+    if !gotenberg.has_mount_namespace() {
+        skip(
+            capability::MOUNT_NAMESPACE,
+            "scripts/read-only-tmp.sh could not make a mount namespace",
+        );
+        return;
+    }
+    let pod = pod_for(&gotenberg, &["--job-deadline-ms", "60000"]).await;
+    assert_eq!(pod.post("/v1/convert", doc("office/test.docx")).await.status(), 200);
+    // Each name carries a hash of its LibreOffice's own profile folder, so one in the machine's
+    // /tmp under the same name would be this LibreOffice's.
+    let pipes = gotenberg.libreoffice_pipes();
+    assert!(
+        !pipes.is_empty(),
+        "no OSL_PIPE_* in the instance's tmp: LibreOffice's pipe went elsewhere"
+    );
+    for pipe in &pipes {
+        let name = pipe.file_name().unwrap();
+        assert!(!std::path::Path::new("/tmp").join(name).exists(), "{name:?} in /tmp");
+    }
 }
 
 #[tokio::test]
