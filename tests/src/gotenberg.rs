@@ -27,6 +27,8 @@ pub const QUEUE_GAUGE: &str = "gotenberg_libreoffice_requests_queue_size";
 pub struct Gotenberg {
     server: Served,
     port: u16,
+    /// Where its LibreOffice makes its pipes while /tmp is read-only (`OSL_SOCKET_PATH`).
+    pipe_folder: PathBuf,
 }
 
 /// One line of Gotenberg's JSON access log.
@@ -55,6 +57,11 @@ impl Gotenberg {
         let port = free_port();
         let state = Served::folder("gotenberg", port);
         let environment = environment(&state, &bin);
+        let pipe_folder = environment
+            .iter()
+            .find(|(key, _)| key == "OSL_SOCKET_PATH")
+            .map(|(_, folder)| PathBuf::from(folder))
+            .unwrap_or_else(|| panic!("scripts/gotenberg-env.sh names no OSL_SOCKET_PATH"));
         // Its LibreOffice's pipes in its folder, not in /tmp.
         let mut command = Command::new(repo_root().join("scripts/read-only-tmp.sh"));
         command
@@ -67,7 +74,8 @@ impl Gotenberg {
             // The queue gauge is sampled by Gotenberg itself; 100 ms lets tests follow it.
             .env("PROMETHEUS_COLLECT_INTERVAL", "100ms")
             .env("LOG_STD_FORMAT", "json");
-        let gotenberg = Gotenberg { server: Served::spawn("gotenberg", state, command), port };
+        let server = Served::spawn("gotenberg", state, command);
+        let gotenberg = Gotenberg { server, port, pipe_folder };
         let health = format!("{}/health", gotenberg.url());
         gotenberg
             .server
@@ -164,10 +172,10 @@ impl Gotenberg {
         theirs.is_some() && theirs != namespace("self")
     }
 
-    /// LibreOffice's single-instance pipes (`OSL_PIPE_*`) in its folder's `tmp`, where
-    /// `OSL_SOCKET_PATH` puts them when /tmp is read-only.
+    /// LibreOffice's single-instance pipes (`OSL_PIPE_*`) in the folder `OSL_SOCKET_PATH`
+    /// names, where they go when /tmp is read-only.
     pub fn libreoffice_pipes(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(self.server.folder_path().join("tmp")) else {
+        let Ok(entries) = std::fs::read_dir(&self.pipe_folder) else {
             return Vec::new();
         };
         entries
