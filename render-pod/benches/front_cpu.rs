@@ -45,7 +45,7 @@ use sha2::{Digest, Sha256};
 /// Pages of R-intro.pdf per pass, as in the service bench.
 const PAGES: u32 = 40;
 /// Passes over them per measured load.
-const PASSES: u32 = 3;
+const PASSES: u32 = 20;
 
 /// The steps, in the order a sample is offered to them, with the names that claim it.
 const STEPS: &[(&str, &[&str])] = &[
@@ -73,13 +73,19 @@ fn step_of(stack: &[&str]) -> &'static str {
         .map_or(REST, |(step, _)| step)
 }
 
-/// Samples per step in `perf script` output (stacks separated by blank lines; the first line
-/// of each is the sample's header, the rest its frames: address, function, object).
-fn steps(script: &str) -> BTreeMap<&'static str, usize> {
+/// Samples of process `pid` per step in `perf script` output (stacks separated by blank lines;
+/// the first line of each is the sample's header, its process id, the rest its frames: address,
+/// function, object). perf follows the workers the supervisor starts while it records (a recycled
+/// slot's new worker), and their PDFium samples are not the front's.
+fn steps(script: &str, pid: u32) -> BTreeMap<&'static str, usize> {
     let mut counts = BTreeMap::new();
     for block in script.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let frames: Vec<&str> =
-            block.lines().skip(1).filter_map(|line| line.split_whitespace().nth(1)).collect();
+        let mut lines = block.lines();
+        let header = lines.next().and_then(|h| h.split_whitespace().next());
+        if header.and_then(|h| h.parse::<u32>().ok()) != Some(pid) {
+            continue;
+        }
+        let frames: Vec<&str> = lines.filter_map(|line| line.split_whitespace().nth(1)).collect();
         *counts.entry(step_of(&frames)).or_insert(0) += 1;
     }
     counts
@@ -160,7 +166,7 @@ impl Recording {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         self.child.wait().unwrap();
         let out = Command::new("perf")
-            .args(["script", "-F", "comm,tid,ip,sym", "-i"])
+            .args(["script", "-F", "pid,ip,sym", "-i"])
             .arg(&self.file)
             .output()
             .unwrap();
@@ -200,7 +206,7 @@ fn main() {
             let pages = PAGES * PASSES;
             let per_page = (process_cpu(server.pid()) - cpu) / pages;
             let script = recording.finish();
-            let counts = steps(&script);
+            let counts = steps(&script, server.pid());
             let total: usize = counts.values().sum();
             println!(
                 "{how:?}: {:.1} pages/s, front CPU {:.3} ms/page (includes perf's own cost), {total} samples",

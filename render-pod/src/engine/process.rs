@@ -100,6 +100,8 @@ pub struct WorkerProcess {
     started: Instant,
     /// The document the worker kept from its last job.
     holds: Option<DocHash>,
+    /// Its resident memory, checked after every job.
+    resident: Option<procfs::Resident>,
 }
 
 impl WorkerProcess {
@@ -139,6 +141,7 @@ impl WorkerProcess {
             pid,
             started: Instant::now(),
             holds: None,
+            resident: procfs::Resident::open(pid),
         };
         let ready = tokio::time::timeout(
             command.ready_timeout,
@@ -256,8 +259,8 @@ impl WorkerProcess {
         }
     }
 
-    /// Resident memory right now.
-    pub fn memory(&self) -> Option<procfs::Memory> {
-        procfs::memory(self.pid)
+    /// Resident bytes right now; `None` when they cannot be read (the process is gone).
+    pub fn resident_bytes(&self) -> Option<u64> {
+        self.resident.as_ref().and_then(procfs::Resident::bytes)
     }
 }

@@ -1,5 +1,7 @@
-//! Reading a process's memory from `/proc/<pid>/status` and describing how it ended.
+//! Reading a process's memory from `/proc/<pid>/status` and `statm`, and describing how it
+//! ended.
 
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -15,6 +17,42 @@ pub struct Memory {
 /// Memory of `pid`, or `None` when it is gone.
 pub fn memory(pid: u32) -> Option<Memory> {
     parse_status(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// A process's resident memory, read as often as asked through one open `/proc/<pid>/statm`.
+/// A worker's is checked after every job: opening `/proc/<pid>/status` by its path and
+/// formatting all of it each time was a tenth of the HTTP front's CPU per page
+/// (`benches/front_cpu.rs`).
+#[derive(Debug)]
+pub struct Resident {
+    statm: std::fs::File,
+    page_bytes: u64,
+}
+
+impl Resident {
+    /// Opens `pid`'s `statm`; `None` when the process is gone or the page size is unknown.
+    pub fn open(pid: u32) -> Option<Self> {
+        // SAFETY: sysconf reads a constant of the system; no memory is passed.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page_bytes = u64::try_from(page).ok().filter(|p| *p > 0)?;
+        let statm = std::fs::File::open(format!("/proc/{pid}/statm")).ok()?;
+        Some(Self { statm, page_bytes })
+    }
+
+    /// Resident bytes now (`VmRSS`); `None` once the process has ended (the kernel answers a
+    /// read of a dead process's file with an error, and a reused pid is another file).
+    pub fn bytes(&self) -> Option<u64> {
+        // Seven numbers of at most 20 digits each.
+        let mut buf = [0u8; 160];
+        let read = self.statm.read_at(&mut buf, 0).ok()?;
+        parse_statm(buf.get(..read)?, self.page_bytes)
+    }
+}
+
+/// `statm`'s second field (resident pages) in bytes.
+fn parse_statm(content: &[u8], page_bytes: u64) -> Option<u64> {
+    let resident = std::str::from_utf8(content).ok()?.split_whitespace().nth(1)?;
+    resident.parse::<u64>().ok()?.checked_mul(page_bytes)
 }
 
 fn parse_status(content: &str) -> Option<Memory> {
@@ -74,6 +112,29 @@ mod tests {
     fn own_process_has_memory() {
         let mem = memory(std::process::id());
         assert!(mem.is_some_and(|m| m.rss_bytes > 0 && m.peak_rss_bytes >= m.rss_bytes));
+    }
+
+    #[test]
+    fn statm_resident_pages_in_bytes() {
+        assert_eq!(parse_statm(b"5000 1200 300 10 0 900 0\n", 4096), Some(1200 * 4096));
+        assert_eq!(parse_statm(b"5000\n", 4096), None);
+        assert_eq!(parse_statm(b"", 4096), None);
+        assert_eq!(parse_statm(b"1 18446744073709551615 0", 4096), None);
+    }
+
+    #[test]
+    fn resident_agrees_with_status_and_ends_with_its_process() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let resident = Resident::open(child.id()).unwrap();
+        let from_status = memory(child.id()).unwrap().rss_bytes;
+        let from_statm = resident.bytes().unwrap();
+        // The same counter (file, anonymous and shared pages), read a moment apart.
+        assert!(from_statm.abs_diff(from_status) <= 64 * 1024, "{from_statm} vs {from_status}");
+        // Read again through the same open file: still an answer.
+        assert!(resident.bytes().is_some_and(|b| b > 0));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(resident.bytes(), None, "a reaped process has no memory to report");
     }
 
     #[test]

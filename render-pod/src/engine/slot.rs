@@ -123,7 +123,7 @@ async fn serve(
         if jobs >= recycle_limit {
             return End::Recycle("recycle_jobs");
         }
-        if worker.memory().is_some_and(|m| m.rss_bytes > shared.config.recycle_rss) {
+        if worker.resident_bytes().is_some_and(|rss| rss > shared.config.recycle_rss) {
             return End::Recycle("recycle_memory");
         }
     }
