@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use image::ImageEncoder;
 use png::{BitDepth, ColorType, Compression, Filter};
 
-use render_pod::encode::jpeg::{self, Chroma};
 use render_pod::encode::png::PngFilters;
 use render_pod::encode::png_filter::Filter as RowFilter;
 use render_pod::encode::webp::{self, Libwebp};
@@ -161,6 +160,28 @@ fn service(format: ImageFormat, quality: Option<u8>) -> impl Fn(&Frame) -> Vec<u
     move |f| encode::encode_bgra(&f.bgra, f.width, f.height, format, quality).unwrap()
 }
 
+/// The JPEG service before it made grey pages' plane itself: a pass that only tests whether the
+/// page is neutral (whole 32-bit lanes, as `pixels` does), then libjpeg-turbo given the BGRA and
+/// told to keep one channel or 4:2:0 chroma.
+fn jpeg_from_bgra(f: &Frame) -> Vec<u8> {
+    use turbojpeg::{Compressor, Image, PixelFormat, Subsamp};
+    let neutral = f.bgra.chunks(4096).all(|block| {
+        let colour = block.chunks_exact(4).fold(0u32, |colour, p| {
+            let w = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+            let b = w & 0xFF;
+            colour | ((w & 0x00FF_FFFF) ^ (b | b << 8 | b << 16))
+        });
+        colour == 0
+    });
+    let mut compressor = Compressor::new().unwrap();
+    compressor.set_quality(80).unwrap();
+    compressor.set_subsamp(if neutral { Subsamp::Gray } else { Subsamp::Sub2x2 }).unwrap();
+    let (width, height) = (f.width as usize, f.height as usize);
+    let pixels = f.bgra.as_slice();
+    let image = Image { pixels, width, pitch: width * 4, height, format: PixelFormat::BGRA };
+    compressor.compress_to_vec(image).unwrap()
+}
+
 /// libwebp as `how` on the page as rendered.
 fn libwebp(how: Libwebp) -> impl Fn(&Frame) -> Vec<u8> {
     move |f| webp::encode_libwebp(&f.bgra, f.width, f.height, how).unwrap()
@@ -242,21 +263,7 @@ fn main() {
         ("RGB plane only", Box::new(|f: &Frame| rgb_plane(&f.bgra))),
         ("jpeg service (libjpeg-turbo q80, grey/BGRA)", Box::new(service(ImageFormat::Jpeg, None))),
         ("jpeg service q60", Box::new(service(ImageFormat::Jpeg, Some(60)))),
-        (
-            "jpeg libjpeg-turbo q80 from a grey plane",
-            Box::new(|f: &Frame| {
-                let q80 = jpeg::DEFAULT_QUALITY;
-                match pixels::gray_if_neutral(&f.bgra) {
-                    Some(g) => {
-                        jpeg::encode(&Pixels::Gray(&g), f.width, f.height, q80, Chroma::Grey)
-                    }
-                    None => {
-                        jpeg::encode(&Pixels::Bgra(&f.bgra), f.width, f.height, q80, Chroma::Halved)
-                    }
-                }
-                .unwrap()
-            }),
-        ),
+        ("jpeg old: neutral test, then BGRA to libjpeg-turbo", Box::new(jpeg_from_bgra)),
         ("webp service lossless (image-webp, RGBA)", Box::new(service(ImageFormat::Webp, None))),
         (
             "webp lossless image-webp, grey/RGBA",

@@ -1,9 +1,7 @@
 //! JPEG through libjpeg-turbo (the `turbojpeg` crate, whose bundled C and assembly sources are
-//! built with CMake and nasm and linked statically), straight from PDFium's BGRA: grey pages as
-//! one-channel JPEGs (libjpeg-turbo's own luminance of a neutral pixel is its grey value, so no
-//! grey plane is made first), colour pages with 4:2:0 chroma. Chosen over the pure-Rust encoder
-//! it replaced and over mozjpeg's fastest settings with `benches/encoding.rs`
-//! (docs/benchmarks.md).
+//! built with CMake and nasm and linked statically): grey pixels as a one-channel JPEG, colour
+//! with 4:2:0 chroma. Chosen over the pure-Rust encoder it replaced and over mozjpeg's fastest
+//! settings with `benches/encoding.rs` (docs/benchmarks.md).
 
 use turbojpeg::{Compressor, Image, PixelFormat, Subsamp};
 
@@ -13,23 +11,14 @@ use super::{EncodeError, ImageFormat, Pixels, Quality};
 /// small.
 pub const DEFAULT_QUALITY: Quality = Quality::new_const(80);
 
-/// What the JPEG keeps of the colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Chroma {
-    /// None: one grey channel (for pixels without colour, or grey pixels).
-    Grey,
-    /// Colour at half the resolution each way (4:2:0), as photographs are kept.
-    Halved,
-}
-
-/// Encodes `pixels` (rows packed) as a baseline JPEG of `quality` keeping `chroma` (grey pixels
-/// are always one channel).
+/// Encodes `pixels` (rows packed) as a baseline JPEG of `quality`: grey pixels as one channel,
+/// colour ones with their chroma at half the resolution each way (4:2:0, as photographs are
+/// kept).
 pub fn encode(
     pixels: &Pixels<'_>,
     width: u32,
     height: u32,
     quality: Quality,
-    chroma: Chroma,
 ) -> Result<Vec<u8>, EncodeError> {
     let data = pixels.checked(width, height)?;
     let max = ImageFormat::Jpeg.max_dimension();
@@ -42,9 +31,9 @@ pub fn encode(
         Pixels::Rgba(_) => PixelFormat::RGBA,
         Pixels::Bgra(_) => PixelFormat::BGRA,
     };
-    let subsamp = match (pixels, chroma) {
-        (Pixels::Gray(_), _) | (_, Chroma::Grey) => Subsamp::Gray,
-        (_, Chroma::Halved) => Subsamp::Sub2x2,
+    let subsamp = match pixels {
+        Pixels::Gray(_) => Subsamp::Gray,
+        Pixels::Rgb(_) | Pixels::Rgba(_) | Pixels::Bgra(_) => Subsamp::Sub2x2,
     };
     let (width, height) = (width as usize, height as usize);
     let image =
@@ -72,17 +61,13 @@ mod tests {
         // A smooth gradient: JPEG at quality 90 keeps it within a few levels.
         let grey: Vec<u8> = (0..w * h).map(|i| ((i % w) * 4) as u8).collect();
         let q90 = Quality::new(90).unwrap();
-        let out = encode(&Pixels::Gray(&grey), w, h, q90, Chroma::Halved).unwrap();
+        let out = encode(&Pixels::Gray(&grey), w, h, q90).unwrap();
         let back = decode(&out);
         assert_eq!(back.color(), image::ColorType::L8);
         let worst = back.as_bytes().iter().zip(&grey).map(|(a, b)| a.abs_diff(*b)).max();
         assert!(worst.unwrap() <= 4, "worst difference {worst:?}");
-        // The same grey as neutral BGRA, one channel kept: the same JPEG.
-        let neutral: Vec<u8> = grey.iter().flat_map(|g| [*g, *g, *g, 255]).collect();
-        let from_bgra = encode(&Pixels::Bgra(&neutral), w, h, q90, Chroma::Grey).unwrap();
-        assert_eq!(from_bgra, out, "libjpeg-turbo's luminance of a neutral pixel is its grey");
         let bgra: Vec<u8> = grey.iter().flat_map(|g| [*g, 128, 255 - *g, 255]).collect();
-        let out = encode(&Pixels::Bgra(&bgra), w, h, q90, Chroma::Halved).unwrap();
+        let out = encode(&Pixels::Bgra(&bgra), w, h, q90).unwrap();
         let back = decode(&out).to_rgb8();
         let rgb: Vec<u8> = bgra.chunks_exact(4).flat_map(|p| [p[2], p[1], p[0]]).collect();
         let worst = back.as_raw().iter().zip(&rgb).map(|(a, b)| a.abs_diff(*b)).max();
@@ -94,7 +79,7 @@ mod tests {
         let (w, h) = (96u32, 96u32);
         let noise: Vec<u8> =
             (0..w * h).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        let at = |q| encode(&Pixels::Gray(&noise), w, h, Quality::new(q).unwrap(), Chroma::Grey);
+        let at = |q| encode(&Pixels::Gray(&noise), w, h, Quality::new(q).unwrap());
         let (small, large) = (at(20).unwrap(), at(95).unwrap());
         assert!(small.len() < large.len(), "{} >= {}", small.len(), large.len());
     }
