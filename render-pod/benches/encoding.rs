@@ -264,15 +264,15 @@ fn main() {
         ("jpeg service (libjpeg-turbo q80, grey/BGRA)", Box::new(service(ImageFormat::Jpeg, None))),
         ("jpeg service q60", Box::new(service(ImageFormat::Jpeg, Some(60)))),
         ("jpeg old: neutral test, then BGRA to libjpeg-turbo", Box::new(jpeg_from_bgra)),
-        ("webp service lossless (image-webp, RGBA)", Box::new(service(ImageFormat::Webp, None))),
         (
-            "webp lossless image-webp, grey/RGBA",
+            "webp service lossless (image-webp, grey/RGBA)",
+            Box::new(service(ImageFormat::Webp, None)),
+        ),
+        (
+            "webp old: lossless, every page swapped to RGBA",
             Box::new(|f: &Frame| {
-                match pixels::gray_if_neutral(&f.bgra) {
-                    Some(g) => webp::encode_lossless(&Pixels::Gray(&g), f.width, f.height),
-                    None => webp::encode_lossless(&Pixels::Rgba(&f.rgba), f.width, f.height),
-                }
-                .unwrap()
+                let rgba = pixels::bgra_to_rgba(&f.bgra);
+                webp::encode_lossless(&Pixels::Rgba(&rgba), f.width, f.height).unwrap()
             }),
         ),
         ("webp lossless libwebp level 0", Box::new(libwebp(Libwebp::Lossless { level: 0 }))),
