@@ -174,7 +174,7 @@ fn jpeg_from_bgra(f: &Frame) -> Vec<u8> {
         colour == 0
     });
     let mut compressor = Compressor::new().unwrap();
-    compressor.set_quality(80).unwrap();
+    compressor.set_quality(i32::from(encode::jpeg::DEFAULT_QUALITY.get())).unwrap();
     compressor.set_subsamp(if neutral { Subsamp::Gray } else { Subsamp::Sub2x2 }).unwrap();
     let (width, height) = (f.width as usize, f.height as usize);
     let pixels = f.bgra.as_slice();

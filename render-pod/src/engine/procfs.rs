@@ -126,6 +126,8 @@ mod tests {
     fn resident_agrees_with_status_and_ends_with_its_process() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let resident = Resident::open(child.id()).unwrap();
+        // Past its start-up (the loader mapping and touching its libraries), `sleep` holds still.
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let from_status = memory(child.id()).unwrap().rss_bytes;
         let from_statm = resident.bytes().unwrap();
         // The same counter (file, anonymous and shared pages), read a moment apart.
