@@ -19,6 +19,8 @@ pub const VERSION: u32 = 1;
 pub const MAX_OPERATIONS: usize = 16;
 /// Longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY: usize = 256;
+/// The longest input ETag (the S3 ETag of a multipart upload is about 40 characters).
+pub const MAX_ETAG: usize = 256;
 /// Largest job message, in bytes (a job names its document, it never carries it).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 10;
 
@@ -151,6 +153,14 @@ pub struct Input {
     /// The password of an encrypted PDF (what `X-Pdf-Password` is to the HTTP routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// The object's ETag exactly as the store gave it (S3 quotes it: `"9b2cf5..."`): the job
+    /// reads that version and no other. A pod that already holds that version starts without
+    /// asking the store; otherwise its read is conditional (`If-Match`), and an object changed
+    /// since fails the job with `input_changed`. `POST /v1/jobs` with the document as its body
+    /// sets it to the stored upload's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, schemars(length(min = 1, max = 256)))]
+    pub etag: Option<String>,
 }
 
 /// Where a job's outputs go.
@@ -470,6 +480,8 @@ pub enum ContractError {
     Webhook(String),
     /// An empty or too long idempotency key.
     IdempotencyKey(usize),
+    /// An input ETag that cannot be one: empty, too long, or not visible ASCII.
+    Etag(String),
     /// Larger than [`MAX_MESSAGE_BYTES`].
     TooLarge(usize),
     /// Not a job id.
@@ -493,6 +505,10 @@ impl fmt::Display for ContractError {
             ContractError::IdempotencyKey(len) => {
                 write!(f, "an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY} bytes, this one {len}")
             }
+            ContractError::Etag(etag) => write!(
+                f,
+                "input etag {etag:?} is not an ETag: 1 to {MAX_ETAG} visible ASCII characters"
+            ),
             ContractError::TooLarge(len) => {
                 write!(f, "a job message has at most {MAX_MESSAGE_BYTES} bytes, this one {len}")
             }
@@ -560,6 +576,13 @@ impl JobMessage {
             && webhook_host(&webhook.url).is_none()
         {
             return Err(ContractError::Webhook(webhook.url.clone()));
+        }
+        if let Some(etag) = &self.input.etag
+            && (etag.is_empty()
+                || etag.len() > MAX_ETAG
+                || !etag.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(ContractError::Etag(etag.clone()));
         }
         let input = ObjectUrl::parse(&self.input.url)?;
         if input.key.is_empty() || input.key.ends_with('/') {
@@ -816,7 +839,7 @@ mod tests {
         serde_json::json!({
             "version": 1,
             "idempotency_key": "upload-42",
-            "input": {"url": "s3://uploads/docs/42.pdf"},
+            "input": {"url": "s3://uploads/docs/42.pdf", "etag": "\"9b2cf535f27731c974343645a3985328\""},
             "operations": [
                 {"op": "info"},
                 {"op": "extract", "pages": "1-3", "max_chars": 1000},
@@ -970,6 +993,15 @@ mod tests {
             ContractError::Webhook(_)
         ));
         assert_eq!(with(&|m| m["idempotency_key"] = "".into()), ContractError::IdempotencyKey(0));
+        for etag in ["", "\"a b\"", "\"\u{e9}\""] {
+            assert_eq!(
+                with(&|m| m["input"]["etag"] = etag.into()),
+                ContractError::Etag(etag.into()),
+                "{etag:?}"
+            );
+        }
+        let long = "e".repeat(MAX_ETAG + 1);
+        assert_eq!(with(&|m| m["input"]["etag"] = long.clone().into()), ContractError::Etag(long));
         let huge = vec![b' '; MAX_MESSAGE_BYTES + 1];
         assert_eq!(JobMessage::read(&huge).unwrap_err(), ContractError::TooLarge(huge.len()));
     }

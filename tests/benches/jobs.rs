@@ -3,7 +3,9 @@
 //! - pages per second through jobs (one job per page, published at once) against through
 //!   `/v1/render` (clients keeping every slot busy), rounds alternating; goal: at least 0.9;
 //!   with the CPU the pod itself spent a page each way, since here NATS, the S3 server and the
-//!   clients share the pod's two CPUs; and as one job a pass over the whole document; then all
+//!   clients share the pod's two CPUs; as one job a page naming the document's ETag (the pod
+//!   holds that version, so a job reads nothing from the store); and as one job a pass over the
+//!   whole document; then all
 //!   of it, and the backlog below, on a 1-slot pod given a CPU of its own;
 //! - publish-to-start latency at idle (p50, p99): from the producer's publish to the pod's
 //!   recorded start;
@@ -144,16 +146,18 @@ async fn run_jobs(world: &World, messages: &[serde_json::Value]) -> Duration {
 }
 
 /// Rounds of `pages` through `/v1/render` (`clients` at a time) then as one job a page, past the
-/// window the pod keeps for previews in between; prints each round's figures and the medians.
+/// window the pod keeps for previews in between, and as one job a page naming the stored
+/// document's ETag; prints each round's figures and the medians.
 async fn rates(
     pod: &RenderPod,
     world: &World,
-    doc: &Arc<Vec<u8>>,
+    (doc, etag): (&Arc<Vec<u8>>, &str),
     pages: &[u32],
     clients: usize,
     arm: &str,
 ) {
     let (mut sync_rates, mut job_rates, mut whole_rates) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pinned_rates = Vec::new();
     let mut cost_ratios = Vec::new();
     for round in 0..ROUNDS {
         let before = cpu(pod, world);
@@ -192,6 +196,22 @@ async fn rates(
             })
             .collect();
         let whole = (passes.len() * 36) as f64 / run_jobs(world, &passes).await.as_secs_f64();
+        // The same jobs a page naming the document's version: the pod holds it, so a job asks
+        // the store nothing before it starts (a conditional GET fewer).
+        let named: Vec<_> = messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m["idempotency_key"] =
+                    format!("named-{}", m["idempotency_key"].as_str().unwrap()).into();
+                m["input"]["etag"] = etag.into();
+                m
+            })
+            .collect();
+        let before_named = cpu(pod, world);
+        let pinned = pages.len() as f64 / run_jobs(world, &named).await.as_secs_f64();
+        let after_named = cpu(pod, world);
+        let named_cpu = [0, 1, 2, 3].map(|i| after_named[i] - before_named[i]);
         let jobs_cpu = [0, 1, 2, 3].map(|i| after_jobs[i] - after_sync[i]);
         let n = pages.len() as f64;
         println!(
@@ -205,6 +225,14 @@ async fn rates(
             jobs_cpu[1] * 1000.0 / n,
             jobs_cpu[2] * 1000.0 / n
         );
+        println!(
+            "  jobs naming the ETag: {pinned:.1} pages/s, ratio {:.2}; CPU ms a page: pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}",
+            pinned / sync,
+            named_cpu[0] * 1000.0 / n,
+            named_cpu[3] * 1000.0 / n,
+            named_cpu[1] * 1000.0 / n,
+            named_cpu[2] * 1000.0 / n
+        );
         let run_ms = (sum - sum_before) / (count - count_before) * 1000.0;
         // CPUs the pod kept busy: below what it has, the pace was set outside it.
         let (sync_busy, jobs_busy) = (sync_cpu[0] / n * sync, jobs_cpu[0] / n * jobs);
@@ -216,13 +244,15 @@ async fn rates(
         sync_rates.push(sync);
         job_rates.push(jobs);
         whole_rates.push(whole);
+        pinned_rates.push(pinned);
         cost_ratios.push(sync_cpu[0] / jobs_cpu[0]);
     }
     let (sync, jobs) = (median(&mut sync_rates), median(&mut job_rates));
-    let whole = median(&mut whole_rates);
+    let (whole, pinned) = (median(&mut whole_rates), median(&mut pinned_rates));
     println!(
-        "median ({arm}): /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, jobs/sync {:.2} (goal >= 0.9); pages per CPU-second of the pod, jobs/sync {:.2}; a job a document {whole:.1} pages/s, {:.2} of /v1/render",
+        "median ({arm}): /v1/render {sync:.1} pages/s, jobs {jobs:.1} pages/s, jobs/sync {:.2} (goal >= 0.9); naming the ETag {pinned:.1} pages/s, {:.2}; pages per CPU-second of the pod, jobs/sync {:.2}; a job a document {whole:.1} pages/s, {:.2} of /v1/render",
         jobs / sync,
+        pinned / sync,
         median(&mut cost_ratios),
         whole / sync
     );
@@ -297,10 +327,10 @@ async fn pinned(doc: &Arc<Vec<u8>>, pages: &[u32]) {
     let world = World::start().await;
     let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", "1"]).await);
     pin(pod.pid(), true, &own);
-    world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
+    let etag = world.put("uploads", "bench/doc.pdf", doc.to_vec()).await.unwrap();
     world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
     sync_pages(&pod, doc, &pages[..4], 1).await;
-    rates(&pod, &world, doc, pages, 2, "pinned").await;
+    rates(&pod, &world, (doc, &etag), pages, 2, "pinned").await;
     println!("\n## the backlog on the same pod alone on its CPU");
     backlog(&pod, &world, 1, "pinned").await;
 }
@@ -309,7 +339,7 @@ async fn run() {
     let world = World::start().await;
     let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", SLOTS]).await);
     let doc = Arc::new(corpus::read(DOC));
-    world.put("uploads", "bench/doc.pdf", doc.to_vec()).await;
+    let etag = world.put("uploads", "bench/doc.pdf", doc.to_vec()).await.unwrap();
     world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
     // Every page of the document, four times over: 144 renders a round.
     let pages: Vec<u32> = (0..4).flat_map(|_| 1..=36u32).collect();
@@ -325,7 +355,7 @@ async fn run() {
         "\n## pages per second, {SLOTS} slots, {} renders of {DOC}'s 36 pages at 150 dpi PNG; pod, NATS, S3 and clients sharing the machine's CPUs",
         pages.len()
     );
-    rates(&pod, &world, &doc, &pages, 4, "shared").await;
+    rates(&pod, &world, (&doc, &etag), &pages, 4, "shared").await;
 
     println!("\n## publish to start at idle (50 jobs, one at a time: info of {TRIVIAL})");
     let mut starts = Vec::new();

@@ -301,14 +301,15 @@ impl World {
         RenderPod::start_binary(binary, &flags, &[]).await
     }
 
-    /// Puts `bytes` at `bucket/key` of the world's store.
-    pub async fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
+    /// Puts `bytes` at `bucket/key` of the world's store; the ETag the store gave it.
+    pub async fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) -> Option<String> {
         let url = self.store.url(bucket, key);
         self.store
             .client(bucket)
             .put(&StorePath::from(key), PutPayload::from(bytes))
             .await
-            .unwrap_or_else(|err| panic!("put {url}: {err}"));
+            .unwrap_or_else(|err| panic!("put {url}: {err}"))
+            .e_tag
     }
 
     /// Reads `bucket/key` of the world's store.

@@ -987,6 +987,79 @@ async fn the_job_routes_and_stored_sources() {
     }
 }
 
+/// A job that names its input's ETag runs on that version and no other: from the pod that holds
+/// it without a read (the object written over since is not what it runs on), from the store while
+/// the object still is that version, and it fails with `input_changed` once it is not. A document
+/// sent to `POST /v1/jobs` is pinned so: written over before a pod takes the job, it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_that_names_its_inputs_etag_runs_on_that_version_only() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    let info = serde_json::json!([{"op": "info"}]);
+    let front = world.pod(&["--jobs-pull", "false"]).await;
+    let uploaded = serde_json::json!({"version": 1, "idempotency_key": "uploaded",
+        "operations": info, "output": {"url": "s3://results/pinned"}});
+    let uploaded = submit_with_document(&front, uploaded, doc(TRIVIAL)).await;
+    world.put("uploads", &format!("incoming/{}", uploaded.id), doc(SMALL)).await;
+    let one = world.put("uploads", "pinned.pdf", doc(TRIVIAL)).await.expect("S3 gives an ETag");
+    let replaced = world.put("uploads", "replaced.pdf", doc(TRIVIAL)).await.unwrap();
+    world.put("uploads", "replaced.pdf", doc(SMALL)).await;
+    let pod = world.pod(&["--slots", "1"]).await;
+    let ended = |key: &str| {
+        let (world, id) = (&world, JobId::from_key(key));
+        async move { world.wait_state(&id, Duration::from_secs(30), |s| s.state.is_final()).await }
+    };
+    for key in ["uploaded", "replaced"] {
+        if key == "replaced" {
+            let mut job =
+                message(key, "s3://uploads/replaced.pdf", info.clone(), "s3://results/pinned");
+            job["input"]["etag"] = replaced.clone().into();
+            world.publish(&job).await;
+        }
+        let state = ended(key).await;
+        let error = state.error.clone().unwrap_or_else(|| panic!("{key}: {state:?}"));
+        assert_eq!(
+            (state.state, error.code.as_str(), error.status),
+            (State::Failed, "input_changed", 412)
+        );
+        assert!(error.message.contains("has changed"), "{error:?}");
+    }
+    // Done: the page count the job read, and the ETag its manifest says it read.
+    let pages = |key: &'static str, etag: &str| {
+        let mut job = message(key, "s3://uploads/pinned.pdf", info.clone(), "s3://results/pinned");
+        job["input"]["etag"] = etag.into();
+        let world = &world;
+        async move {
+            world.publish(&job).await;
+            let state = ended(key).await;
+            assert_eq!(state.state, State::Done, "{key}: {state:?}");
+            let id = JobId::from_key(key);
+            let read = |name: &str| {
+                let key = format!("pinned/{id}/{name}");
+                async move {
+                    serde_json::from_slice::<serde_json::Value>(&world.get("results", &key).await)
+                        .unwrap()
+                }
+            };
+            let (info, manifest) = (read("00-info.json").await, read("manifest.json").await);
+            (
+                info["page_count"].as_u64().unwrap(),
+                manifest["input"]["etag"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    assert_eq!(pages("first", &one).await, (1, one.clone()));
+    let hits = || async { pod.readyz().await["object_cache"]["hits"].as_u64().unwrap() };
+    let before = hits().await;
+    let many = world.put("uploads", "pinned.pdf", doc(SMALL)).await.unwrap();
+    assert_ne!(many, one);
+    assert_eq!(pages("held", &one).await, (1, one.clone()), "the version held, read from memory");
+    assert_eq!(hits().await, before + 1);
+    let (count, etag) = pages("current", &many).await;
+    assert!(count > 1, "{count} pages");
+    assert_eq!((etag, hits().await), (many, before + 1), "the version named, read from the store");
+}
+
 /// A job, an upload and a stored source on one store the pod uses: the outputs and the manifest
 /// are in the store, a URL of another store or an outside bucket is refused by name.
 async fn jobs_and_sources_on(scheme: Scheme) {

@@ -17,6 +17,7 @@ use super::digest::{Hashed, Hashing};
 use super::error::ApiError;
 use super::input::{self, BodyKind};
 use crate::byte_budget::{ByteBudget, Reservation};
+use crate::doc_cache::HeldDocument;
 
 /// Time a body gets before the floor rate applies (a connection's first round trips, a
 /// client's own start).
@@ -50,6 +51,13 @@ pub struct Upload {
     pub hashed: Hashed,
     /// Its reservation.
     pub reservation: Arc<Reservation>,
+}
+
+impl Upload {
+    /// The document as the document cache holds one: its bytes, BLAKE3 and reservation.
+    pub fn held(self) -> HeldDocument {
+        HeldDocument { bytes: self.bytes, hash: self.hashed.hash, reservation: self.reservation }
+    }
 }
 
 /// The byte budget, and when a request refused for lack of it should come back.

@@ -274,15 +274,12 @@ async fn receive(
     }
     digest::check(digests, &upload.hashed)
         .inspect_err(|_| app.metrics.reject("digest_mismatch"))?;
-    let document = HeldDocument {
-        bytes: upload.bytes,
-        hash: upload.hashed.hash,
-        reservation: upload.reservation,
-    };
+    let sha256 = upload.hashed.sha256;
+    let document = upload.held();
     if digests.is_empty() {
         return Ok(document);
     }
-    Ok(app.documents.insert(document, upload.hashed.sha256))
+    Ok(app.documents.insert(document, sha256))
 }
 
 /// The document as PDFium gets it: a PDF (or unknown bytes, which PDFium judges) as uploaded,

@@ -201,7 +201,7 @@ pub async fn submit(
     }
     // The body is the document; the message is in the header, without an input.
     let parsed = upload_message(&app, front, objects, request.headers(), key);
-    let (checked, upload) = match parsed {
+    let (mut checked, upload) = match parsed {
         Ok(parsed) => parsed,
         Err(error) => return Err(input::refuse(request, error)),
     };
@@ -228,7 +228,9 @@ pub async fn submit(
         return Err(ApiError::invalid("the document is empty"));
     }
     app.metrics.bytes_in.inc_by(document.bytes.len() as u64);
-    objects.put(&upload, document.bytes, "application/octet-stream").await?;
+    // The job reads the version stored here: this pod holds it already, any other reads it
+    // only if the upload's place has not been written over since.
+    checked.message.input.etag = objects.put_document(&upload, document.held()).await?;
     enqueue(front, checked).await
 }
 

@@ -58,7 +58,7 @@ pub async fn fetch(
     };
     drop(request);
     let max = app.uploads.limits.max_bytes;
-    let fetched = objects.fetch(url, max, &app.uploads.budget).await.inspect_err(|e| {
+    let fetched = objects.fetch(url, None, max, &app.uploads.budget).await.inspect_err(|e| {
         if matches!(e, ObjectError::NoRoom { .. }) {
             app.metrics.reject("upload_budget");
         }
@@ -79,6 +79,9 @@ impl From<ObjectError> for ApiError {
             }
             ObjectError::NotFound { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, "object_not_found", message)
+            }
+            ObjectError::Changed { .. } => {
+                ApiError::new(StatusCode::PRECONDITION_FAILED, "input_changed", message)
             }
             ObjectError::TooLarge { max, .. } => ApiError { message, ..ApiError::too_large(max) },
             ObjectError::NoRoom { .. } => ApiError {

@@ -512,7 +512,7 @@ async fn process(inner: &Arc<Inner>, message: &Message, held: &mut Held) -> Sett
             match serde_json::to_vec(&manifest) {
                 Ok(body) => {
                     match inner.objects.put(&url, Bytes::from(body), "application/json").await {
-                        Ok(()) => Ok((url, written)),
+                        Ok(_) => Ok((url, written)),
                         Err(e) => Err(Stop::Failed { error: e.into(), operation: None }),
                     }
                 }

@@ -133,8 +133,9 @@ impl<'a> Runner<'a> {
     async fn fetch(&self) -> Result<Fetched, Stop> {
         let max = self.inner.limits.max_body_bytes;
         loop {
+            let etag = self.checked.message.input.etag.as_deref();
             let fetched =
-                self.inner.objects.fetch(&self.checked.input, max, &self.inner.uploads).await;
+                self.inner.objects.fetch(&self.checked.input, etag, max, &self.inner.uploads).await;
             match fetched {
                 Err(ObjectError::NoRoom { .. }) if !self.aborted() => {
                     tokio::time::sleep(Duration::from_millis(50)).await;

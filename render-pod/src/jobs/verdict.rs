@@ -35,7 +35,7 @@ pub fn judge(code: &str) -> Verdict {
         | "job_state_unavailable" => Verdict::Later,
         // Everything else is a verdict on the document or the request (unreadable, encrypted,
         // quarantined, memory ceiling, page out of range, invalid parameters, not allowed,
-        // missing object, deadline): the same again would fail the same way.
+        // missing or changed object, deadline): the same again would fail the same way.
         _ => Verdict::Fail,
     }
 }
@@ -63,6 +63,7 @@ mod tests {
             "invalid_request",
             "deadline_exceeded",
             "object_not_found",
+            "input_changed",
             "bucket_not_allowed",
         ] {
             assert_eq!(judge(code), Verdict::Fail, "{code}");

@@ -5,7 +5,10 @@
 //! budget like a request body. What was read stays in the pod's one document cache, beside
 //! uploads named by digest, and an index of ETags says which cached document an object is: a
 //! viewer paging through a stored upload (or a job after another on the same input) costs one
-//! conditional request, and a client may name the fetched document by its digest afterwards.
+//! conditional request, and a client may name the fetched document by its digest afterwards. A
+//! reader that names the version it wants by its ETag (a job's `input.etag`) costs no request
+//! at all where the pod holds that version, and is refused, not served another, where the
+//! object has changed.
 
 pub mod config;
 mod etags;
@@ -59,6 +62,9 @@ pub enum ObjectError {
     /// No such object.
     #[error("{url}: no such object")]
     NotFound { url: String },
+    /// The object is no longer the version the reader named.
+    #[error("{url}: the object has changed since its ETag {etag} was taken")]
+    Changed { url: String, etag: String },
     /// Larger than the pod accepts.
     #[error("{url}: the object has {bytes} bytes, more than the limit of {max}")]
     TooLarge { url: String, bytes: u64, max: u64 },
@@ -160,27 +166,42 @@ impl Objects {
 
     /// Reads `url` whole (at most `max_bytes`), reserving its size in `budget` before its
     /// bytes are read. An object unchanged since the pod read it (one conditional request) is
-    /// the document it still holds; a new one is kept for the next read.
+    /// the document it still holds; a new one is kept for the next read. With `etag`, only that
+    /// version is read: the one held without asking the store, else the object if it still is
+    /// that version.
     pub async fn fetch(
         &self,
         url: &ObjectUrl,
+        etag: Option<&str>,
         max_bytes: u64,
         budget: &Arc<ByteBudget>,
     ) -> Result<Fetched, ObjectError> {
         self.check(url, Access::Read)?;
+        let held = self.held(url);
+        if let Some(held) =
+            held.as_ref().filter(|held| etag.is_some() && held.etag.as_deref() == etag)
+        {
+            self.etags.hit();
+            return Ok(held.clone());
+        }
         let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
         let path = StorePath::from(url.key.as_str());
-        let held = self.held(url);
-        let options = GetOptions {
-            if_none_match: held.as_ref().and_then(|fetched| fetched.etag.clone()),
-            ..GetOptions::default()
+        let options = match etag {
+            Some(etag) => GetOptions { if_match: Some(etag.to_string()), ..GetOptions::default() },
+            None => GetOptions {
+                if_none_match: held.as_ref().and_then(|fetched| fetched.etag.clone()),
+                ..GetOptions::default()
+            },
         };
-        let result = match (store.get_opts(&path, options).await, held) {
-            (Err(object_store::Error::NotModified { .. }), Some(held)) => {
+        let result = match (store.get_opts(&path, options).await, held, etag) {
+            (Err(object_store::Error::NotModified { .. }), Some(held), None) => {
                 self.etags.hit();
                 return Ok(held);
             }
-            (other, _) => other.map_err(|e| ObjectError::store(url, e))?,
+            (Err(object_store::Error::Precondition { .. }), _, Some(etag)) => {
+                return Err(ObjectError::Changed { url: url.to_string(), etag: etag.to_string() });
+            }
+            (other, _, _) => other.map_err(|e| ObjectError::store(url, e))?,
         };
         let size = result.meta.size;
         if size > max_bytes {
@@ -219,14 +240,30 @@ impl Objects {
         Some(Fetched { document, etag: Some(seen.etag) })
     }
 
+    /// Stores an uploaded document at `url` and keeps it as the version written: a job that
+    /// names that version (its ETag, answered) finds it here without a read.
+    pub async fn put_document(
+        &self,
+        url: &ObjectUrl,
+        document: HeldDocument,
+    ) -> Result<Option<String>, ObjectError> {
+        let hash = document.hash;
+        let etag = self.put(url, document.bytes.clone(), "application/octet-stream").await?;
+        if let Some(etag) = &etag {
+            self.documents.insert(document, None);
+            self.etags.put(url, Seen { etag: etag.clone(), hash });
+        }
+        Ok(etag)
+    }
+
     /// Writes `bytes` to `url` whole (a put replaces what was there: written again, an output
-    /// is the same object, never a second one).
+    /// is the same object, never a second one); the ETag the store gave it, if any.
     pub async fn put(
         &self,
         url: &ObjectUrl,
         bytes: Bytes,
         content_type: &str,
-    ) -> Result<(), ObjectError> {
+    ) -> Result<Option<String>, ObjectError> {
         self.check(url, Access::Write)?;
         let store = self.store(&url.bucket).map_err(|e| ObjectError::store(url, e))?;
         let mut attributes = Attributes::new();
@@ -237,7 +274,7 @@ impl Objects {
         store
             .put_opts(&StorePath::from(url.key.as_str()), PutPayload::from(bytes), options)
             .await
-            .map(|_| ())
+            .map(|written| written.e_tag)
             .map_err(|e| ObjectError::store(url, e))
     }
 
