@@ -132,8 +132,8 @@ impl<'a> Runner<'a> {
     /// The input, read within the upload budget (waiting for room rather than failing).
     async fn fetch(&self) -> Result<Fetched, Stop> {
         let max = self.inner.limits.max_body_bytes;
+        let etag = self.checked.message.input.etag.as_deref();
         loop {
-            let etag = self.checked.message.input.etag.as_deref();
             let fetched =
                 self.inner.objects.fetch(&self.checked.input, etag, max, &self.inner.uploads).await;
             match fetched {

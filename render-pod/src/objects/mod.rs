@@ -224,9 +224,16 @@ impl Objects {
             // Nothing to check a kept copy by.
             return Ok(Fetched { document, etag: None });
         };
-        let document = self.documents.insert(document, None);
-        self.etags.put(url, Seen { etag: etag.clone(), hash });
+        let document = self.keep(url, document, &etag);
         Ok(Fetched { document, etag: Some(etag) })
+    }
+
+    /// Keeps `document` in the document cache as what `url` is at `etag`; the copy it holds.
+    fn keep(&self, url: &ObjectUrl, document: HeldDocument, etag: &str) -> HeldDocument {
+        let hash = document.hash;
+        let document = self.documents.insert(document, None);
+        self.etags.put(url, Seen { etag: etag.to_string(), hash });
+        document
     }
 
     /// The document `url` was when last read, if the cache still holds it.
@@ -247,11 +254,9 @@ impl Objects {
         url: &ObjectUrl,
         document: HeldDocument,
     ) -> Result<Option<String>, ObjectError> {
-        let hash = document.hash;
         let etag = self.put(url, document.bytes.clone(), "application/octet-stream").await?;
         if let Some(etag) = &etag {
-            self.documents.insert(document, None);
-            self.etags.put(url, Seen { etag: etag.clone(), hash });
+            self.keep(url, document, etag);
         }
         Ok(etag)
     }
