@@ -625,16 +625,28 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     .await;
     let (leaving, staying) = (&render[0], &render[1]);
 
-    // Renders in flight on the pod that is about to go: watermarking the 113 pages of R-intro
-    // takes its one slot about 2.6 s at 0.6 CPU, so four queued at once keep it busy for about
-    // 10 s, past the 5 s preStop and into the drain after SIGTERM.
-    let in_flight = 4;
+    // Renders in flight on the pod that is about to go: watermarks of the 113 pages of R-intro
+    // queued at once on its one slot, enough to keep it busy past the 5 s preStop and into the
+    // drain after SIGTERM, yet few enough that the last one ends within the pool's 30 s job
+    // deadline, which counts from arrival. One watermark took 2.6 s at 0.6 CPU on the machine
+    // this test was written on and 6 s under the steady load on a slower one (CI failed with
+    // four), so their number comes from one timed here.
+    let url = format!("{}/v1/watermark?text=DRAFT", pod_url(leaving));
+    let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+    let timed = Instant::now();
+    let (code, body) = post(&url, pdf.clone()).await;
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let one = timed.elapsed();
+    let in_flight = drain_test_renders(one);
+    eprintln!(
+        "drain: one watermark alone took {:.1}s, so {in_flight} in flight",
+        one.as_secs_f64()
+    );
     let sent_at = Instant::now();
     let mut renders = Vec::new();
     let finished = Arc::new(AtomicUsize::new(0));
     for _ in 0..in_flight {
-        let url = format!("{}/v1/watermark?text=DRAFT", pod_url(leaving));
-        let pdf = renderpool_testkit::corpus::read("pdf/R-intro.pdf");
+        let (url, pdf) = (url.clone(), pdf.clone());
         let finished = finished.clone();
         renders.push(tokio::spawn(async move {
             let (code, body) = post(&url, pdf).await;
@@ -733,7 +745,7 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
     // Renders were still in flight when SIGTERM came, and the drain let them end.
     let ended_before_drain = drain_began.await.unwrap();
     assert!(
-        ended_before_drain < in_flight as usize,
+        ended_before_drain < in_flight,
         "all {in_flight} renders ended before the drain began: nothing showed the drain"
     );
     wait_gone(&pods, &leaving_name).await;
@@ -757,6 +769,14 @@ async fn deleting_a_render_pod_lets_its_render_in_flight_finish_and_the_other_po
         pod_name(replacement),
         start_to_ready_seconds(replacement)
     );
+}
+
+/// How many renders, each taking `one` alone, the drain test queues on the leaving pod: about
+/// 12 s of work (the steady load slows each: 5.0 s alone, 6.0 s under it on 2026-12-07), at
+/// least two so one is still queued when the first ends.
+fn drain_test_renders(one: Duration) -> usize {
+    let work = Duration::from_secs(12).as_secs_f64() / one.as_secs_f64().max(0.1);
+    (work.ceil() as usize).clamp(2, 8)
 }
 
 /// The request the steady loads send: one page of R-intro at 72 dpi, a fraction of a second on
