@@ -578,9 +578,7 @@ impl JobMessage {
             return Err(ContractError::Webhook(webhook.url.clone()));
         }
         if let Some(etag) = &self.input.etag
-            && (etag.is_empty()
-                || etag.len() > MAX_ETAG
-                || !etag.bytes().all(|b| b.is_ascii_graphic()))
+            && !is_etag(etag)
         {
             return Err(ContractError::Etag(etag.clone()));
         }
@@ -594,6 +592,12 @@ impl JobMessage {
         let output = ObjectUrl::parse(&self.output.url)?;
         Ok(Checked { message: self, input, output })
     }
+}
+
+/// Whether `etag` can be an object's ETag as a store gives it: 1 to [`MAX_ETAG`] visible ASCII
+/// characters (a job's `input.etag`, a document route's `source_etag=`).
+pub fn is_etag(etag: &str) -> bool {
+    !etag.is_empty() && etag.len() <= MAX_ETAG && etag.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The host of an `http://` or `https://` URL, without port or brackets; `None` for anything

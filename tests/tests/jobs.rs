@@ -1058,6 +1058,55 @@ async fn a_job_that_names_its_inputs_etag_runs_on_that_version_only() {
     assert_eq!((etag, hits().await), (many, before + 1), "the version named, read from the store");
 }
 
+/// `POST /v1/info` of the stored document `source`, in the version `etag` names if any.
+async fn info_of_source(pod: &RenderPod, source: &str, etag: Option<&str>) -> reqwest::Response {
+    let mut query = vec![("source", source)];
+    query.extend(etag.map(|etag| ("source_etag", etag)));
+    let url = reqwest::Url::parse_with_params(&pod.url("/v1/info"), &query).unwrap();
+    pod.client.post(url).send().await.unwrap()
+}
+
+async fn page_count(answer: reqwest::Response) -> u64 {
+    assert_eq!(answer.status(), 200);
+    let info: serde_json::Value = answer.json().await.unwrap();
+    info["page_count"].as_u64().unwrap_or_else(|| panic!("{info}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_named_with_its_etag_is_read_in_that_version_only() {
+    let _serial = SERIAL.lock().await;
+    let world = World::start().await;
+    let source = "s3://uploads/viewed.pdf";
+    let one = world.put("uploads", "viewed.pdf", doc(TRIVIAL)).await.expect("S3 gives an ETag");
+    let (pod, other) = (world.pod(&["--slots", "1"]).await, world.pod(&["--slots", "1"]).await);
+    assert_eq!(page_count(info_of_source(&pod, source, Some(&one)).await).await, 1);
+    let hits = || async { pod.readyz().await["object_cache"]["hits"].as_u64().unwrap() };
+    let before = hits().await;
+    let many = world.put("uploads", "viewed.pdf", doc(SMALL)).await.unwrap();
+    assert_ne!(many, one);
+    // Version one again, though the object changed: from memory, with no request to the store
+    // (a conditional read would have found the new version, a pinned one refused).
+    assert_eq!(page_count(info_of_source(&pod, source, Some(&one)).await).await, 1);
+    assert_eq!(hits().await, before + 1);
+    // A pod that never held it asks the store for that version and is told it changed.
+    let refused = info_of_source(&other, source, Some(&one)).await;
+    let (status, body) = (refused.status().as_u16(), refused.text().await.unwrap());
+    assert_eq!(status, 412, "{body}");
+    assert!(body.contains("input_changed") && body.contains("has changed"), "{body}");
+    // The new version, by its ETag or as the object is now.
+    assert!(page_count(info_of_source(&other, source, Some(&many)).await).await > 1);
+    assert!(page_count(info_of_source(&pod, source, None).await).await > 1);
+    for (query, says) in [
+        (format!("source={source}&source_etag=%22a%20b%22"), "is not an ETag"),
+        ("source_etag=%22x%22".to_string(), "give the source= too"),
+    ] {
+        let answer = pod.client.post(pod.url(&format!("/v1/info?{query}"))).send().await.unwrap();
+        let (status, body) = (answer.status().as_u16(), answer.text().await.unwrap());
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains("invalid_request") && body.contains(says), "{query}: {body}");
+    }
+}
+
 /// A job, an upload and a stored source on one store the pod uses: the outputs and the manifest
 /// are in the store, a URL of another store or an outside bucket is refused by name.
 async fn jobs_and_sources_on(scheme: Scheme) {

@@ -194,7 +194,7 @@ async fn admit(app: &AppState, request: Request, slots: Slots) -> Result<Admitte
         Err(error) => return Err(input::refuse(request, error)),
     };
     let document = match stored {
-        Some(url) => source::fetch(app, request, &url).await?,
+        Some(stored) => source::fetch(app, request, &stored).await?,
         None => match held_by_digest(app, request, &digests)? {
             Ok(held) => held,
             Err(request) => receive(app, request, &digests, &timing).await?,

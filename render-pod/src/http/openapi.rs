@@ -143,9 +143,10 @@ mod tests {
             "/v1/convert" => drop(params::convert(&query, 500)),
             _ => return None,
         }
-        // Every document route reads its document from `source=` when given one.
+        // Every document route reads its document from `source=` (in the version
+        // `source_etag=` names) when given one.
         let mut asked = query.asked();
-        asked.insert(source::PARAM);
+        asked.extend([source::PARAM, source::ETAG_PARAM]);
         Some(asked)
     }
 
@@ -241,6 +242,8 @@ mod tests {
         }
         let text = param("/v1/watermark", "text");
         assert_eq!(text["maxLength"].as_u64(), Some(params::MAX_WATERMARK_CHARS as u64));
+        let etag = param("/v1/render", source::ETAG_PARAM);
+        assert_eq!(etag["maxLength"].as_u64(), Some(renderpool_api::jobs::MAX_ETAG as u64));
         let format = param("/v1/render", "format");
         let formats: Vec<&str> =
             format["enum"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();

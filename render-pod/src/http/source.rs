@@ -9,7 +9,7 @@
 
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use renderpool_api::jobs::ObjectUrl;
+use renderpool_api::jobs::{self, ObjectUrl};
 
 use super::AppState;
 use super::error::ApiError;
@@ -21,11 +21,37 @@ use crate::ops::OpError;
 
 /// The query parameter naming a stored document.
 pub const PARAM: &str = "source";
+/// The query parameter naming the version of the stored document by its ETag.
+pub const ETAG_PARAM: &str = "source_etag";
 
-/// The stored document a request names with `?source=`, if it names one.
-pub fn requested(request: &Request) -> Result<Option<ObjectUrl>, ApiError> {
+/// A stored document a request names: the object, and the version it asks for, if it names
+/// one.
+#[derive(Debug)]
+pub struct Stored {
+    pub url: ObjectUrl,
+    pub etag: Option<String>,
+}
+
+/// The stored document a request names with `?source=` (and `&source_etag=`), if it names one.
+pub fn requested(request: &Request) -> Result<Option<Stored>, ApiError> {
     let query = Query::of_uri(request.uri())?;
-    let Some(url) = query.get(PARAM) else { return Ok(None) };
+    let etag = query.get(ETAG_PARAM);
+    let Some(url) = query.get(PARAM) else {
+        return match etag {
+            Some(_) => Err(ApiError::invalid(format!(
+                "{ETAG_PARAM}= names a version of a {PARAM}=; give the {PARAM}= too"
+            ))),
+            None => Ok(None),
+        };
+    };
+    if let Some(etag) = etag
+        && !jobs::is_etag(etag)
+    {
+        return Err(ApiError::invalid(format!(
+            "{ETAG_PARAM}={etag:?} is not an ETag: 1 to {} visible ASCII characters",
+            jobs::MAX_ETAG
+        )));
+    }
     let url = ObjectUrl::parse(url).map_err(|e| ApiError::invalid(e.to_string()))?;
     if url.key.is_empty() || url.key.ends_with('/') {
         return Err(ApiError::invalid(format!("{PARAM}={url} names no object")));
@@ -38,15 +64,17 @@ pub fn requested(request: &Request) -> Result<Option<ObjectUrl>, ApiError> {
             "give the document as {PARAM}= or as the body, not both"
         )));
     }
-    Ok(Some(url))
+    Ok(Some(Stored { url, etag: etag.cloned() }))
 }
 
-/// Reads the document `url` names, as a body would be read: within the body limit, reserved in
-/// the upload budget, from the ETag cache when unchanged.
+/// Reads the document `stored` names, as a body would be read: within the body limit, reserved
+/// in the upload budget, from the ETag cache when unchanged. A version named by its ETag is
+/// served from the cache with no request to the store when held, read with `If-Match`
+/// otherwise, and refused (`input_changed`) once the object was written over.
 pub async fn fetch(
     app: &AppState,
     request: Request,
-    url: &ObjectUrl,
+    stored: &Stored,
 ) -> Result<HeldDocument, ApiError> {
     let Some(objects) = &app.objects else {
         return Err(input::refuse(
@@ -58,11 +86,15 @@ pub async fn fetch(
     };
     drop(request);
     let max = app.uploads.limits.max_bytes;
-    let fetched = objects.fetch(url, None, max, &app.uploads.budget).await.inspect_err(|e| {
-        if matches!(e, ObjectError::NoRoom { .. }) {
-            app.metrics.reject("upload_budget");
-        }
-    })?;
+    let url = &stored.url;
+    let fetched = objects
+        .fetch(url, stored.etag.as_deref(), max, &app.uploads.budget)
+        .await
+        .inspect_err(|e| {
+            if matches!(e, ObjectError::NoRoom { .. }) {
+                app.metrics.reject("upload_budget");
+            }
+        })?;
     app.metrics.bytes_in.inc_by(fetched.document.bytes.len() as u64);
     if fetched.document.bytes.is_empty() {
         return Err(OpError::Unreadable { detail: format!("the document {url} is empty") }.into());
@@ -92,6 +124,43 @@ impl From<ObjectError> for ApiError {
                 ApiError::new(StatusCode::BAD_GATEWAY, "object_store_unavailable", message)
             }
             ObjectError::Hash { .. } => ApiError::internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use axum::body::Body;
+
+    use super::*;
+
+    fn asked(query: &str) -> Result<Option<Stored>, ApiError> {
+        let request = Request::builder().uri(format!("/v1/info?{query}")).body(Body::empty());
+        requested(&request.unwrap())
+    }
+
+    fn refusal(query: &str) -> String {
+        asked(query).expect_err(query).message
+    }
+
+    #[test]
+    fn a_source_is_read_in_the_version_its_etag_names() {
+        let stored = asked("source=s3://uploads/a.pdf&source_etag=%229b2c%22").unwrap().unwrap();
+        assert_eq!(stored.url.to_string(), "s3://uploads/a.pdf");
+        assert_eq!(stored.etag.as_deref(), Some("\"9b2c\""));
+        let unnamed = asked("source=s3://uploads/a.pdf").unwrap().unwrap();
+        assert_eq!(unnamed.etag, None);
+        assert!(asked("page=1").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_etag_without_a_source_or_that_is_no_etag_is_refused() {
+        assert!(refusal("source_etag=%22x%22").contains("give the source= too"));
+        let long = "e".repeat(jobs::MAX_ETAG + 1);
+        for etag in ["", "%22a%20b%22", "%C3%A9", long.as_str()] {
+            let message = refusal(&format!("source=s3://uploads/a.pdf&source_etag={etag}"));
+            assert!(message.contains("is not an ETag"), "{etag}: {message}");
         }
     }
 }
