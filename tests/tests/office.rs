@@ -574,6 +574,18 @@ async fn a_document_that_times_libreoffice_out_twice_is_quarantined_and_libreoff
         started.elapsed().as_secs_f64()
     );
     let log = conversions_through(&gotenberg, &marker, 3).await;
-    let cancelled = log.iter().filter(|a| a.status == 499).count();
-    assert_eq!((log.len(), cancelled), (3, 2), "two abandoned, one converted: {log:?}");
+    // Two abandoned conversions of the slow one, then the next document's: converted at once,
+    // or on the pod's one retry of a 500 when its first attempt met the new LibreOffice still
+    // starting (office::gotenberg's FAILED_ATTEMPTS; seen on a slow machine, the 500 0.1 s
+    // after the second abandonment).
+    let (abandoned, next) = log.split_at(2);
+    assert!(
+        abandoned.iter().all(|a| a.status == 499 && carried(a, &slow)),
+        "two abandoned: {log:?}"
+    );
+    let statuses: Vec<u16> = next.iter().map(|a| a.status).collect();
+    assert!(
+        next.iter().all(|a| carried(a, &marker)) && matches!(statuses[..], [200] | [500, 200]),
+        "then the next document converted: {log:?}"
+    );
 }
