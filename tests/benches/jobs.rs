@@ -7,6 +7,9 @@
 //!   holds that version, so a job reads nothing from the store); and as one job a pass over the
 //!   whole document; then all
 //!   of it, and the backlog below, on a 1-slot pod given a CPU of its own;
+//! - a viewer paging through the stored document on one connection: uploading it with each
+//!   page, against the pod reading it from S3 by `?source=` (a conditional GET a page) and by
+//!   `?source=&source_etag=` (no request once held), with the S3 server's CPU a page;
 //! - publish-to-start latency at idle (p50, p99): from the producer's publish to the pod's
 //!   recorded start;
 //! - a 2,000-job backlog's time against its ideal: the same work at the slots' pace (each job's
@@ -41,25 +44,38 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// Pages per second through `/v1/render`: `clients` clients render `pages` of `doc` at
-/// 150 dpi, the document uploaded with each request.
-async fn sync_pages(pod: &RenderPod, doc: &Arc<Vec<u8>>, pages: &[u32], clients: usize) -> f64 {
+/// How a request through `/v1/render` gives its document.
+#[derive(Clone)]
+enum Sent {
+    /// Uploaded with each request.
+    Body(Arc<Vec<u8>>),
+    /// Read by the pod from the store: these query parameters (`source`, `source_etag`).
+    Stored(Vec<(&'static str, String)>),
+}
+
+/// Pages per second through `/v1/render`: `clients` clients render `pages` of the document at
+/// 150 dpi, each request giving it as `sent` says.
+async fn sync_pages(pod: &RenderPod, sent: &Sent, pages: &[u32], clients: usize) -> f64 {
     let count = pages.len() as f64;
     let queue = Arc::new(Mutex::new(pages.to_vec()));
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
         .map(|_| {
-            let (queue, doc, client, url) =
-                (queue.clone(), doc.clone(), pod.client.clone(), pod.url("/v1/render"));
+            let (queue, sent, client, url) =
+                (queue.clone(), sent.clone(), pod.client.clone(), pod.url("/v1/render"));
             tokio::spawn(async move {
                 loop {
                     let Some(page) = queue.lock().unwrap().pop() else { return };
-                    let response = client
-                        .post(format!("{url}?page={page}&dpi=150"))
-                        .body(doc.to_vec())
-                        .send()
-                        .await
-                        .unwrap();
+                    let mut url =
+                        reqwest::Url::parse(&format!("{url}?page={page}&dpi=150")).unwrap();
+                    let request = match &sent {
+                        Sent::Body(doc) => client.post(url).body(doc.to_vec()),
+                        Sent::Stored(query) => {
+                            url.query_pairs_mut().extend_pairs(query);
+                            client.post(url)
+                        }
+                    };
+                    let response = request.send().await.unwrap();
                     assert_eq!(response.status(), 200);
                     response.bytes().await.unwrap();
                 }
@@ -161,7 +177,7 @@ async fn rates(
     let mut cost_ratios = Vec::new();
     for round in 0..ROUNDS {
         let before = cpu(pod, world);
-        let sync = sync_pages(pod, doc, pages, clients).await;
+        let sync = sync_pages(pod, &Sent::Body(doc.clone()), pages, clients).await;
         let after_sync = cpu(pod, world);
         let sync_cpu = [0, 1, 2, 3].map(|i| after_sync[i] - before[i]);
         // Past the window in which the pod keeps a slot free for previews: the jobs run on a
@@ -258,6 +274,38 @@ async fn rates(
     );
 }
 
+/// A viewer paging through the stored document on one connection, each way in turn for
+/// [`ROUNDS`] rounds: pages per second against uploading it, and the S3 server's CPU a page.
+async fn viewer(pod: &RenderPod, world: &World, (doc, etag): (&Arc<Vec<u8>>, &str), pages: &[u32]) {
+    let source = ("source", "s3://uploads/bench/doc.pdf".to_string());
+    let ways = [
+        ("uploaded", Sent::Body(doc.clone())),
+        ("?source=", Sent::Stored(vec![source.clone()])),
+        ("?source=&source_etag=", Sent::Stored(vec![source, ("source_etag", etag.to_string())])),
+    ];
+    let mut rates = vec![Vec::new(); ways.len()];
+    for round in 0..ROUNDS {
+        let mut line = format!("round {round}:");
+        for (way, (name, sent)) in ways.iter().enumerate() {
+            let before = cpu(pod, world);
+            let rate = sync_pages(pod, sent, pages, 1).await;
+            let s3_ms = (cpu(pod, world)[2] - before[2]) * 1000.0 / pages.len() as f64;
+            line += &format!(" {name} {rate:.1} pages/s (S3 {s3_ms:.2} ms CPU a page);");
+            rates[way].push(rate);
+        }
+        println!("{line}");
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    println!(
+        "median: uploaded {:.1} pages/s; ?source= {:.1} ({:.2}x); ?source=&source_etag= {:.1} ({:.2}x)",
+        medians[0],
+        medians[1],
+        medians[1] / medians[0],
+        medians[2],
+        medians[2] / medians[0]
+    );
+}
+
 /// A backlog of [`BACKLOG`] small jobs against its ideal (`slots` at the pace of one job's work
 /// alone), with previews rendered through it against at idle; the pod's world holds
 /// `uploads/bench/trivial.pdf`.
@@ -329,7 +377,7 @@ async fn pinned(doc: &Arc<Vec<u8>>, pages: &[u32]) {
     pin(pod.pid(), true, &own);
     let etag = world.put("uploads", "bench/doc.pdf", doc.to_vec()).await.unwrap();
     world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
-    sync_pages(&pod, doc, &pages[..4], 1).await;
+    sync_pages(&pod, &Sent::Body(doc.clone()), &pages[..4], 1).await;
     rates(&pod, &world, (doc, &etag), pages, 2, "pinned").await;
     println!("\n## the backlog on the same pod alone on its CPU");
     backlog(&pod, &world, 1, "pinned").await;
@@ -344,7 +392,7 @@ async fn run() {
     // Every page of the document, four times over: 144 renders a round.
     let pages: Vec<u32> = (0..4).flat_map(|_| 1..=36u32).collect();
     // Warm both workers and the object cache.
-    sync_pages(&pod, &doc, &pages[..4], 2).await;
+    sync_pages(&pod, &Sent::Body(doc.clone()), &pages[..4], 2).await;
     println!(
         "machine: {} CPUs, load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -356,6 +404,12 @@ async fn run() {
         pages.len()
     );
     rates(&pod, &world, (&doc, &etag), &pages, 4, "shared").await;
+
+    println!(
+        "\n## a viewer of the stored document: one client, {} renders, the document uploaded with each, read from S3 by ?source= (a conditional GET each), and by ?source=&source_etag= (no request)",
+        pages.len()
+    );
+    viewer(&pod, &world, (&doc, &etag), &pages).await;
 
     println!("\n## publish to start at idle (50 jobs, one at a time: info of {TRIVIAL})");
     let mut starts = Vec::new();
