@@ -903,6 +903,8 @@ mod tests {
         );
         let key = &job["properties"]["idempotency_key"];
         assert_eq!(key["maxLength"].as_u64(), Some(MAX_IDEMPOTENCY_KEY as u64));
+        let etag = &defs["Input"]["properties"]["etag"];
+        assert_eq!(etag["maxLength"].as_u64(), Some(MAX_ETAG as u64));
         assert_eq!(job["properties"]["version"]["maximum"].as_u64(), Some(u64::from(VERSION)));
         let variants = defs["Operation"]["oneOf"].as_array().unwrap();
         let names: Vec<&str> =

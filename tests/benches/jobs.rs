@@ -135,6 +135,17 @@ fn cpu(pod: &RenderPod, world: &World) -> [f64; 4] {
     ]
 }
 
+/// What [`cpu`] counted between two readings.
+fn spent(before: [f64; 4], after: [f64; 4]) -> [f64; 4] {
+    [0, 1, 2, 3].map(|i| after[i] - before[i])
+}
+
+/// CPU seconds from [`spent`] as milliseconds a page over `pages` pages.
+fn per_page(spent: [f64; 4], pages: f64) -> String {
+    let [pod, nats, s3, supervisor] = spent.map(|s| s * 1000.0 / pages);
+    format!("pod {pod:.1} (supervisor {supervisor:.1}), NATS {nats:.1}, S3 {s3:.1}")
+}
+
 /// The sum and count of a histogram in `pod`'s metrics.
 async fn histogram(pod: &RenderPod, name: &str) -> (f64, f64) {
     (pod.metric(&format!("{name}_sum"), &[]).await, pod.metric(&format!("{name}_count"), &[]).await)
@@ -179,7 +190,7 @@ async fn rates(
         let before = cpu(pod, world);
         let sync = sync_pages(pod, &Sent::Body(doc.clone()), pages, clients).await;
         let after_sync = cpu(pod, world);
-        let sync_cpu = [0, 1, 2, 3].map(|i| after_sync[i] - before[i]);
+        let sync_cpu = spent(before, after_sync);
         // Past the window in which the pod keeps a slot free for previews: the jobs run on a
         // pod with no interactive traffic, as the renders did.
         tokio::time::sleep(FOREGROUND_WINDOW + Duration::from_millis(200)).await;
@@ -227,27 +238,18 @@ async fn rates(
         let before_named = cpu(pod, world);
         let pinned = pages.len() as f64 / run_jobs(world, &named).await.as_secs_f64();
         let after_named = cpu(pod, world);
-        let named_cpu = [0, 1, 2, 3].map(|i| after_named[i] - before_named[i]);
-        let jobs_cpu = [0, 1, 2, 3].map(|i| after_jobs[i] - after_sync[i]);
+        let named_cpu = spent(before_named, after_named);
+        let jobs_cpu = spent(after_sync, after_jobs);
         let n = pages.len() as f64;
         println!(
-            "  CPU ms a page: /v1/render pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}; jobs pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}",
-            sync_cpu[0] * 1000.0 / n,
-            sync_cpu[3] * 1000.0 / n,
-            sync_cpu[1] * 1000.0 / n,
-            sync_cpu[2] * 1000.0 / n,
-            jobs_cpu[0] * 1000.0 / n,
-            jobs_cpu[3] * 1000.0 / n,
-            jobs_cpu[1] * 1000.0 / n,
-            jobs_cpu[2] * 1000.0 / n
+            "  CPU ms a page: /v1/render {}; jobs {}",
+            per_page(sync_cpu, n),
+            per_page(jobs_cpu, n)
         );
         println!(
-            "  jobs naming the ETag: {pinned:.1} pages/s, ratio {:.2}; CPU ms a page: pod {:.1} (supervisor {:.1}), NATS {:.1}, S3 {:.1}",
+            "  jobs naming the ETag: {pinned:.1} pages/s, ratio {:.2}; CPU ms a page: {}",
             pinned / sync,
-            named_cpu[0] * 1000.0 / n,
-            named_cpu[3] * 1000.0 / n,
-            named_cpu[1] * 1000.0 / n,
-            named_cpu[2] * 1000.0 / n
+            per_page(named_cpu, n)
         );
         let run_ms = (sum - sum_before) / (count - count_before) * 1000.0;
         // CPUs the pod kept busy: below what it has, the pace was set outside it.
