@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::raw::{percentile, probe, process_cpu};
-use common::{Server, doc, raw};
+use common::{ServeIn, Server, doc, raw};
 use render_pod::ops::{Document, Executor, ImageFormat, Op, OpLimits, RenderSize};
 use renderpool_testkit::bombs;
 
@@ -386,7 +386,7 @@ fn main() {
         // slot's pod gets CPU 1 and the client CPU 0.
         if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
             // A CFS quota of 1.2 CPU: still 1 slot (floor), and the front gets the 0.2 left.
-            match common::CpuGroup::create("renderpool-bench", 120_000, 100_000) {
+            match common::Group::cpu("renderpool-bench", 120_000, 100_000) {
                 Some(group) => {
                     let pod = Arc::new(group.serve(&flags));
                     let pod_slots = pod.wait_ready().await["engine"]["slots"].as_u64().unwrap();

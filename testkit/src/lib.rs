@@ -11,6 +11,8 @@
 //!   there is an error naming what is, never a zero.
 //! - [`wait`]: the one poll loop: waits for a condition with a bound, and a timeout names what
 //!   was awaited and the last value seen.
+//! - [`cgroup`]: cgroup v1 cpu and memory groups (a CFS quota, a memory limit) to hold a process
+//!   in, as a pod's container is held; removed on drop, a missing controller a recorded skip.
 //! - [`bombs`]: resource-bomb PDFs built byte by byte (and a long ordinary one), for the render
 //!   pod's tests on a host process and on the real node alike.
 //! - [`packages`]: Office packages built entry by entry: ordinary and macro-enabled DOCX files,
@@ -20,6 +22,7 @@
 //!   `tests/architecture.rs` runs against `docs/architecture.md`.
 
 pub mod bombs;
+pub mod cgroup;
 pub mod corpus;
 pub mod machine;
 pub mod metrics;

@@ -4,10 +4,10 @@
 
 use crate::common;
 
-use common::CpuGroup;
+use common::{Group, ServeIn};
 
 async fn slots_under_quota(quota_us: u64, expected_slots: u64) {
-    let Some(group) = CpuGroup::create("renderpool-test", quota_us, 100_000) else {
+    let Some(group) = Group::cpu("renderpool-test", quota_us, 100_000) else {
         return;
     };
     let server = group.serve(&[]);
@@ -21,7 +21,7 @@ async fn slots_under_quota(quota_us: u64, expected_slots: u64) {
     assert_eq!(ready["engine"]["alive"], expected_slots);
     assert_eq!(server.metric("renderpod_slots_planned", &[]).await, expected_slots as f64);
     // The workers run inside the group too.
-    let group_name = group.path.file_name().unwrap().to_str().unwrap().to_string();
+    let group_name = group.path().file_name().unwrap().to_str().unwrap().to_string();
     for pid in server.worker_pids().await.into_iter().flatten() {
         let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
         assert!(cgroups.contains(&group_name), "worker {pid}: {cgroups}");

@@ -12,7 +12,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{MemoryGroup, Server, TWO_SLOT_POD_MEMORY, doc, error_code};
+use common::{Group, ServeIn, Server, TWO_SLOT_POD_MEMORY, doc, error_code};
 use render_pod::engine::WORKER_OOM_SCORE_ADJ;
 use renderpool_testkit::bombs;
 
@@ -50,7 +50,7 @@ fn ordinary_renders(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bombs_fail_their_own_job_in_a_pod_sized_group_and_nothing_is_oom_killed() {
     // A pod of two 384 MiB slots beside the supervisor's share.
-    let Some(group) = MemoryGroup::create("renderpool-ceiling", TWO_SLOT_POD_MEMORY) else {
+    let Some(group) = Group::memory("renderpool-ceiling", TWO_SLOT_POD_MEMORY) else {
         return;
     };
     let server =
@@ -122,7 +122,7 @@ async fn bombs_fail_their_own_job_in_a_pod_sized_group_and_nothing_is_oom_killed
 async fn without_the_ceiling_the_oom_killer_takes_the_worker_not_the_supervisor() {
     // A 640 MiB pod of two 256 MiB slots and 128 MiB for the supervisor, ceilings off: the
     // fan-out runs into the group's limit.
-    let Some(group) = MemoryGroup::create("renderpool-oom", 640 * MIB) else {
+    let Some(group) = Group::memory("renderpool-oom", 640 * MIB) else {
         return;
     };
     let server = Arc::new(group.serve(&[

@@ -13,7 +13,9 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{LARGEST_BODY, MemoryGroup, ONE_LARGEST_BODY, Server, TWO_SLOT_POD_MEMORY, doc, raw};
+use common::{
+    Group, LARGEST_BODY, ONE_LARGEST_BODY, ServeIn, Server, TWO_SLOT_POD_MEMORY, doc, raw,
+};
 use renderpool_testkit::bombs;
 use renderpool_testkit::wait;
 
@@ -40,7 +42,7 @@ async fn unread_answers_fill_the_answer_budget_and_no_more_in_a_pod_sized_group(
     // (the default), uploads held to 32 MiB so that what is measured is the answers. A queue
     // of 16 with time enough to work it off, so that renders for unread clients keep coming
     // while the first ones are held (for the default write timeout, 30 s).
-    let Some(group) = MemoryGroup::create("renderpool-answers", TWO_SLOT_POD_MEMORY) else {
+    let Some(group) = Group::memory("renderpool-answers", TWO_SLOT_POD_MEMORY) else {
         return;
     };
     let flags = [

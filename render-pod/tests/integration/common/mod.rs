@@ -1,19 +1,18 @@
 //! A real `render-pod serve` process for integration tests and benchmarks: started on 127.0.0.1
 //! with an ephemeral port, killed (with its workers) when the guard drops, also on panic;
-//! cgroup v1 cpu and memory groups to start it in; and the test documents (from
+//! cgroup v1 cpu and memory groups (`renderpool_testkit::cgroup`) to start it in; and the test documents (from
 //! `renderpool_testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod raw;
 
-use std::io::ErrorKind;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use renderpool_testkit::{bombs, capability, corpus, metrics, skip, wait};
+use renderpool_testkit::{bombs, corpus, metrics, wait};
 
 /// The test documents' folder (see `renderpool_testkit::corpus`).
 pub fn corpus() -> PathBuf {
@@ -335,144 +334,23 @@ pub async fn error_code(response: reqwest::Response) -> (u16, String) {
     (status, body["error"]["code"].as_str().unwrap_or_default().to_string())
 }
 
-/// Where the cgroup v1 cpu controller is mounted.
-const CPU_CONTROLLER: &str = "/sys/fs/cgroup/cpu";
+pub use renderpool_testkit::cgroup::Group;
 
-/// A child cgroup under the v1 cpu controller, removed on drop.
-pub struct CpuGroup {
-    /// The group's folder under the controller.
-    pub path: PathBuf,
+/// `render-pod serve` started inside a cgroup.
+pub trait ServeIn {
+    fn serve(&self, flags: &[&str]) -> Server;
 }
 
-impl CpuGroup {
-    /// `None` when the controller is not there or not writable, after recording the skip
-    /// (which fails the test where `RENDERPOOL_CAPABILITIES` lists `cgroup-v1-cpu`).
-    pub fn create(name: &str, quota_us: u64, period_us: u64) -> Option<CpuGroup> {
-        let dir = format!("{name}-{}-{quota_us}", std::process::id());
-        let path = new_group(CPU_CONTROLLER, "cpu.cfs_quota_us", capability::CGROUP_V1_CPU, &dir)?;
-        let group = CpuGroup { path };
-        std::fs::write(group.path.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
-        std::fs::write(group.path.join("cpu.cfs_quota_us"), quota_us.to_string()).unwrap();
-        Some(group)
-    }
-
-    /// `render-pod serve` started inside the group (a shell enters it, then execs the binary).
-    pub fn serve(&self, flags: &[&str]) -> Server {
-        serve_in_group(&self.path, flags)
-    }
-}
-
-impl Drop for CpuGroup {
-    fn drop(&mut self) {
-        remove_group(&self.path);
-    }
-}
-
-/// Creates `dir` under the v1 controller mounted at `controller` (which has `probe` when it is
-/// there); `None` after recording a skip for `capability` when it is missing or not writable.
-fn new_group(controller: &str, probe: &str, capability: &str, dir: &str) -> Option<PathBuf> {
-    let root = Path::new(controller);
-    if !root.join(probe).exists() {
-        skip(capability, format!("no cgroup v1 controller with {probe} at {controller}"));
-        return None;
-    }
-    let path = root.join(dir);
-    match std::fs::create_dir(&path) {
-        Ok(()) => Some(path),
-        Err(e)
-            if matches!(e.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) =>
-        {
-            let reason =
-                format!("cannot create {} ({e}): the controller is not writable", path.display());
-            skip(capability, reason);
-            None
-        }
-        Err(e) => panic!("cannot create {}: {e}", path.display()),
-    }
-}
-
-/// `render-pod serve` started inside the cgroup at `path` (a shell enters it, then execs).
-fn serve_in_group(path: &Path, flags: &[&str]) -> Server {
-    let procs = path.join("cgroup.procs");
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
-        .arg(binary())
-        .args(serve_args(flags));
-    Server::spawn(cmd)
-}
-
-/// Removes a cgroup once its processes are gone (a server's workers die a moment after it).
-fn remove_group(path: &Path) {
-    let what = format!("removal of {}", path.display());
-    let removed = wait::try_until_blocking(&what, Duration::from_secs(10), || {
-        std::fs::remove_dir(path).map_err(|e| e.to_string())
-    });
-    if let Err(timed_out) = removed {
-        eprintln!("{timed_out}");
-    }
-}
-
-/// Where the cgroup v1 memory controller is mounted.
-const MEMORY_CONTROLLER: &str = "/sys/fs/cgroup/memory";
-
-/// A child cgroup under the v1 memory controller with a memory limit, removed on drop.
-pub struct MemoryGroup {
-    /// The group's folder under the controller.
-    pub path: PathBuf,
-}
-
-impl MemoryGroup {
-    /// A group limited to `limit_bytes`; `None` when the controller is not there or not
-    /// writable, after recording the skip (which fails the test where `RENDERPOOL_CAPABILITIES`
-    /// lists `cgroup-v1-memory`).
-    pub fn create(name: &str, limit_bytes: u64) -> Option<MemoryGroup> {
-        let dir = format!("{name}-{}", std::process::id());
-        let path = new_group(
-            MEMORY_CONTROLLER,
-            "memory.limit_in_bytes",
-            capability::CGROUP_V1_MEMORY,
-            &dir,
-        )?;
-        let group = MemoryGroup { path };
-        group.write("memory.limit_in_bytes", &limit_bytes.to_string());
-        // No swap: the limit is the memory.
-        let _ = std::fs::write(group.path.join("memory.swappiness"), "0");
-        Some(group)
-    }
-
-    /// `render-pod serve` started inside the group.
-    pub fn serve(&self, flags: &[&str]) -> Server {
-        serve_in_group(&self.path, flags)
-    }
-
-    fn write(&self, file: &str, value: &str) {
-        std::fs::write(self.path.join(file), value)
-            .unwrap_or_else(|e| panic!("cannot write {file} of {}: {e}", self.path.display()));
-    }
-
-    /// A number from one of the group's files: the whole file, or the value after `key`
-    /// (`memory.oom_control`'s `oom_kill 0` lines).
-    pub fn read(&self, file: &str, key: Option<&str>) -> u64 {
-        let text = std::fs::read_to_string(self.path.join(file)).unwrap();
-        let value = match key {
-            None => text.trim(),
-            Some(key) => text
-                .lines()
-                .find_map(|l| l.strip_prefix(key).map(str::trim))
-                .unwrap_or_else(|| panic!("no {key} in {file}: {text}")),
-        };
-        value.parse().unwrap_or_else(|_| panic!("{file}: {value:?} is not a number"))
-    }
-
-    /// Processes the kernel's OOM killer killed in the group so far.
-    pub fn oom_kills(&self) -> u64 {
-        self.read("memory.oom_control", Some("oom_kill "))
-    }
-}
-
-impl Drop for MemoryGroup {
-    fn drop(&mut self) {
-        remove_group(&self.path);
+impl ServeIn for Group {
+    /// A shell enters the group, then execs the binary: the server and its workers are born in
+    /// it.
+    fn serve(&self, flags: &[&str]) -> Server {
+        let procs = self.path().join("cgroup.procs");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
+            .arg(binary())
+            .args(serve_args(flags));
+        Server::spawn(cmd)
     }
 }
