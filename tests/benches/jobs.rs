@@ -5,8 +5,10 @@
 //!   with the CPU the pod itself spent a page each way, since here NATS, the S3 server and the
 //!   clients share the pod's two CPUs; as one job a page naming the document's ETag (the pod
 //!   holds that version, so a job reads nothing from the store); and as one job a pass over the
-//!   whole document; then all
-//!   of it, and the backlog below, on a 1-slot pod given a CPU of its own;
+//!   whole document; then all of it, and the backlog below, on a 1-slot pod given a CPU of its
+//!   own; then the rates again with that pod held to half its CPU by a CFS quota, so that the
+//!   store and the broker beside it never set the pace (needs a writable cgroup v1 cpu
+//!   controller);
 //! - a viewer paging through the stored document on one connection: uploading it with each
 //!   page, against the pod reading it from S3 by `?source=` (a conditional GET a page) and by
 //!   `?source=&source_etag=` (no request once held), with the S3 server's CPU a page;
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use render_pod::engine::FOREGROUND_WINDOW;
 use renderpool_api::jobs::JobId;
+use renderpool_testkit::cgroup::Group;
 use renderpool_testkit::{corpus, machine};
 use renderpool_tests::jobs::{World, message, percentile, sync_renders};
 use renderpool_tests::release_bin;
@@ -39,6 +42,8 @@ const TRIVIAL: &str = "pdf/trivial.pdf";
 const SLOTS: &str = "2";
 const ROUNDS: usize = 3;
 const BACKLOG: usize = 2000;
+/// The held pod's CFS quota and period (µs): half of its CPU.
+const HELD_QUOTA: (u64, u64) = (50_000, 100_000);
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
@@ -360,32 +365,77 @@ async fn backlog(pod: &Arc<RenderPod>, world: &World, slots: u32, arm: &str) {
     );
 }
 
-/// The same rounds and backlog shaped as in production, where NATS, the object store and the
-/// clients run on other machines than the pod: a 1-slot pod pinned to the last CPU, everything
-/// else to the others. The figures are then the pod's own.
-async fn pinned(doc: &Arc<Vec<u8>>, pages: &[u32]) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("\n## the same, production-shaped: a 1-slot pod alone on CPU {}", cpus - 1);
+/// A 1-slot pod pinned to the last of `cpus` with its workers, and this process and the
+/// world's servers pinned to the others before they start (so that each sizes itself to the
+/// CPUs it has: Go's GOMAXPROCS, tokio's workers, as on a machine of its own), the document
+/// stored and both workers warm; the document's ETag. `None` on a machine of one CPU, which
+/// cannot give the pod one of its own.
+async fn pod_on_last_cpu(
+    doc: &Arc<Vec<u8>>,
+    pages: &[u32],
+    cpus: usize,
+    group: Option<&Group>,
+) -> Option<(World, Arc<RenderPod>, String)> {
     if cpus < 2 {
         println!("not run: this machine has one CPU, so the pod cannot have one of its own");
-        return;
+        return None;
     }
     let (own, others) = (format!("{}", cpus - 1), format!("0-{}", cpus - 2));
-    // Pinned before the servers start, so that each sizes itself to the CPUs it has (Go's
-    // GOMAXPROCS, tokio's workers), as on a machine of its own; the pod moves to its CPU after.
     pin(std::process::id(), false, &others);
     let world = World::start().await;
     let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", "1"]).await);
     pin(pod.pid(), true, &own);
+    if let Some(group) = group {
+        // The workers it starts from now on are born in the group.
+        for pid in std::iter::once(pod.pid()).chain(machine::children_of(pod.pid())) {
+            group.enter(pid);
+        }
+    }
     let etag = world.put("uploads", "bench/doc.pdf", doc.to_vec()).await.unwrap();
     world.put("uploads", "bench/trivial.pdf", corpus::read(TRIVIAL)).await;
     sync_pages(&pod, &Sent::Body(doc.clone()), &pages[..4], 1).await;
+    Some((world, pod, etag))
+}
+
+/// The same rounds and backlog shaped as in production, where NATS, the object store and the
+/// clients run on other machines than the pod: a 1-slot pod pinned to the last CPU, everything
+/// else to the others. The figures are then the pod's own, as long as the others keep up.
+async fn pinned(doc: &Arc<Vec<u8>>, pages: &[u32], cpus: usize) {
+    println!("\n## the same, production-shaped: a 1-slot pod alone on CPU {}", cpus - 1);
+    let Some((world, pod, etag)) = pod_on_last_cpu(doc, pages, cpus, None).await else { return };
     rates(&pod, &world, (doc, &etag), pages, 2, "pinned").await;
     println!("\n## the backlog on the same pod alone on its CPU");
     backlog(&pod, &world, 1, "pinned").await;
 }
 
+/// The pinned pod held to [`HELD_QUOTA`] of its CPU by a CFS quota: at that pace the store,
+/// the broker and the clients on the other CPU have room to spare, so the pod alone sets the
+/// pace both ways, as in a cluster where they run on other machines (in the pinned arm they
+/// can fill their CPU and leave the pod's idle).
+async fn held(doc: &Arc<Vec<u8>>, pages: &[u32], cpus: usize) {
+    let (quota, period) = HELD_QUOTA;
+    println!(
+        "\n## the same, the pod held to {:.1} of CPU {} (a CFS quota): the store and broker never set the pace",
+        quota as f64 / period as f64,
+        cpus - 1
+    );
+    let Some(group) = Group::cpu("renderpool-jobs-bench", quota, period) else {
+        println!("not run: no writable cgroup v1 cpu controller");
+        return;
+    };
+    let Some((world, pod, etag)) = pod_on_last_cpu(doc, pages, cpus, Some(&group)).await else {
+        return;
+    };
+    rates(&pod, &world, (doc, &etag), pages, 2, "held").await;
+    // The group goes once the pod and its workers have.
+    drop(pod);
+    drop(world);
+    drop(group);
+}
+
 async fn run() {
+    // Counted before the arms below pin this process to fewer.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let world = World::start().await;
     let pod = Arc::new(world.pod_binary(&release_bin("render-pod"), &["--slots", SLOTS]).await);
     let doc = Arc::new(corpus::read(DOC));
@@ -395,11 +445,7 @@ async fn run() {
     let pages: Vec<u32> = (0..4).flat_map(|_| 1..=36u32).collect();
     // Warm both workers and the object cache.
     sync_pages(&pod, &Sent::Body(doc.clone()), &pages[..4], 2).await;
-    println!(
-        "machine: {} CPUs, load average {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        machine::load_average()
-    );
+    println!("machine: {cpus} CPUs, load average {}", machine::load_average());
 
     println!(
         "\n## pages per second, {SLOTS} slots, {} renders of {DOC}'s 36 pages at 150 dpi PNG; pod, NATS, S3 and clients sharing the machine's CPUs",
@@ -444,7 +490,8 @@ async fn run() {
     // The shared arm's servers and pod go first.
     drop(pod);
     drop(world);
-    pinned(&doc, &pages).await;
+    pinned(&doc, &pages, cpus).await;
+    held(&doc, &pages, cpus).await;
     println!("\nload average afterwards {}", machine::load_average());
 }
 
