@@ -368,7 +368,7 @@ async fn backlog(pod: &Arc<RenderPod>, world: &World, slots: u32, arm: &str) {
 /// A 1-slot pod pinned to the last of `cpus` with its workers, and this process and the
 /// world's servers pinned to the others before they start (so that each sizes itself to the
 /// CPUs it has: Go's GOMAXPROCS, tokio's workers, as on a machine of its own), the document
-/// stored and both workers warm; the document's ETag. `None` on a machine of one CPU, which
+/// stored and its worker warm; the document's ETag. `None` on a machine of one CPU, which
 /// cannot give the pod one of its own.
 async fn pod_on_last_cpu(
     doc: &Arc<Vec<u8>>,
