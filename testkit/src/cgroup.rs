@@ -82,10 +82,17 @@ impl Group {
         &self.path
     }
 
+    /// The file a process enters the group by: its pid written there.
+    pub fn procs(&self) -> PathBuf {
+        self.path.join("cgroup.procs")
+    }
+
     /// Moves process `pid` (all its threads) into the group; the processes it starts from then
     /// on are born in it.
     pub fn enter(&self, pid: u32) {
-        self.write("cgroup.procs", &pid.to_string());
+        let procs = self.procs();
+        std::fs::write(&procs, pid.to_string())
+            .unwrap_or_else(|e| panic!("cannot write {pid} to {}: {e}", procs.display()));
     }
 
     /// Writes one of the group's files.

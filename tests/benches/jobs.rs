@@ -111,13 +111,15 @@ fn cpu_seconds(pid: u32) -> (f64, f64) {
     (user + system, ended_user + ended_system + live)
 }
 
+/// `pid` and its children (a pod and its workers).
+fn with_children(pid: u32) -> Vec<u32> {
+    std::iter::once(pid).chain(machine::children_of(pid)).collect()
+}
+
 /// Pins every thread of `pid` (and of its children when `children`) to `cpus` (a `taskset`
 /// list); threads and processes they start later inherit it.
 fn pin(pid: u32, children: bool, cpus: &str) {
-    let mut pids = vec![pid];
-    if children {
-        pids.extend(machine::children_of(pid));
-    }
+    let pids = if children { with_children(pid) } else { vec![pid] };
     for pid in pids {
         let status = std::process::Command::new("taskset")
             .args(["-a", "-c", "-p", cpus, &pid.to_string()])
@@ -387,7 +389,7 @@ async fn pod_on_last_cpu(
     pin(pod.pid(), true, &own);
     if let Some(group) = group {
         // The workers it starts from now on are born in the group.
-        for pid in std::iter::once(pod.pid()).chain(machine::children_of(pod.pid())) {
+        for pid in with_children(pod.pid()) {
             group.enter(pid);
         }
     }
@@ -426,11 +428,8 @@ async fn held(doc: &Arc<Vec<u8>>, pages: &[u32], cpus: usize) {
     let Some((world, pod, etag)) = pod_on_last_cpu(doc, pages, cpus, Some(&group)).await else {
         return;
     };
+    // Declared after the group, the pod and its workers end before it is removed.
     rates(&pod, &world, (doc, &etag), pages, 2, "held").await;
-    // The group goes once the pod and its workers have.
-    drop(pod);
-    drop(world);
-    drop(group);
 }
 
 async fn run() {

@@ -345,7 +345,7 @@ impl ServeIn for Group {
     /// A shell enters the group, then execs the binary: the server and its workers are born in
     /// it.
     fn serve(&self, flags: &[&str]) -> Server {
-        let procs = self.path().join("cgroup.procs");
+        let procs = self.procs();
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(format!("echo $$ > '{}' && exec \"$0\" \"$@\"", procs.display()))
