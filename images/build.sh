@@ -68,7 +68,12 @@ declare -A ref=(
 order=(render-pod renderpool-operator gotenberg pause)
 
 # What the recipes are made from (each recipe names the ones it uses in recipe_inputs).
+# Gotenberg's 271 Debian packages download while the release binaries compile: on a cold
+# machine the download was most of that image's build, which otherwise waited for the compile.
+"$images/fetch-debs.sh" "$images/gotenberg/packages.lock" >/dev/null &
+gotenberg_debs=$!
 release_bin=$("$images/release-binaries.sh" | tail -n 1)
+wait "$gotenberg_debs"
 pdfium_lib=$("$root/scripts/fetch-pdfium.sh" | tail -n 1)
 base_repo=$("$images/fetch-debs.sh" "$images/base/packages.lock" | tail -n 1)
 gotenberg_bin=$(readlink -f "$("$root/tests/cluster/build.sh" gotenberg | tail -n 1)/gotenberg-libreoffice")

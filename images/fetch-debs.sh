@@ -15,6 +15,11 @@ pool=$(debs_pool)
 name=$(basename "$(dirname "$lock")")
 repo="$cache/debs/$name-$(sha256sum "$lock" | cut -c1-12)"
 mkdir -p "$pool"
+# One fetch at a time per cache: each one's clean-up below deletes the pool files no repository
+# links yet, which a fetch beside it has just moved in (images/build.sh fetches Gotenberg's
+# packages beside its other work).
+exec 8>"$cache/debs/.lock"
+flock 8
 
 if [ ! -f "$repo/.complete" ]; then
   wanted=()
