@@ -8,10 +8,10 @@
 # With no args, the set-up comes in two parts. The autoscaling pipeline's Go tools
 # (tests/cluster/build.sh --late) and the previous release are a third of a cold set-up and only
 # the tests in `late`, `beside_late` and `after_release` below need them: they build at the lowest
-# CPU priority, the tools from the start and the previous release after them, beside the rest of
-# the set-up and then beside every other test, which see a bin folder without them (build.sh
-# --early). The tests that need the tools alone start once the tools are built, without waiting
-# for the previous release. On a warm machine both parts only check their caches.
+# CPU priority from the start, beside the rest of the set-up and then beside every other test,
+# which see a bin folder without them (build.sh --early). The tests that need the tools alone
+# start once the tools are built, without waiting for the previous release (on a cold machine it
+# finishes last). On a warm machine both parts only check their caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The test targets of renderpool-tests that need a late tool, and the tests of real_node_jobs
@@ -96,13 +96,10 @@ if [ $# -gt 0 ]; then
   done
   run_tests "${scope[@]}" "$@"
 else
-  # The previous release builds after the late tools (it waits for their lock): the tests that
-  # need those tools come first, and on a cold machine the two together had the idle CPU of the
-  # early tests shared between them, so those tests waited minutes for the tools.
-  start_late tools flock "$late_dir/tools.lock" tests/cluster/build.sh --late
+  start_late tools tests/cluster/build.sh --late
   setup_env=$(scripts/prepare.sh --early)
   eval "$setup_env"
-  start_late release flock "$late_dir/tools.lock" scripts/previous-release.sh
+  start_late release scripts/previous-release.sh
   tests_start=$SECONDS
   early=()
   for target in tests/tests/*.rs tests/tests/*/main.rs; do
